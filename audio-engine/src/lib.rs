@@ -1,0 +1,4 @@
+//! Safe inference engine over the vendored ggml/llama.cpp.
+#![warn(missing_docs)]
+
+pub mod ggml;

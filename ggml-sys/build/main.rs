@@ -1,0 +1,42 @@
+//! Build script for ggml-sys: obtain the pinned upstream tree, patch it, compile ggml.
+//!
+//! `main` only dispatches; each step lives in its own module so it can be read (and reused by
+//! llama-sys through the `DEP_GGML_*` metadata) on its own.
+
+mod cpu;
+#[cfg(any(feature = "cuda", feature = "metal"))]
+mod gpu;
+mod patch;
+mod target;
+mod tree;
+
+use std::path::PathBuf;
+
+fn main() {
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    let manifest_dir =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let vendor = manifest_dir.join("..").join("vendor");
+
+    let pin = tree::Pin::read(&vendor.join("UPSTREAM.toml"));
+    let pristine = tree::locate_pristine(&pin, &out_dir);
+    let root = out_dir.join("llama.cpp");
+    tree::copy_tree(&pristine, &root);
+    patch::apply_series(&vendor.join("patches"), &root);
+    tree::write_version_headers(&pin, &root, &out_dir.join("gen"));
+
+    let target = target::Target::from_env();
+    #[cfg(any(feature = "cuda", feature = "metal"))]
+    gpu::build(&root, &target);
+    #[cfg(not(any(feature = "cuda", feature = "metal")))]
+    cpu::build(&root, &out_dir.join("gen"), &target);
+
+    // Metadata for dependants (llama-sys reads these as DEP_GGML_ROOT etc.).
+    println!("cargo:root={}", root.display());
+    println!("cargo:include={}", root.join("ggml").join("include").display());
+    println!("cargo:gen={}", out_dir.join("gen").display());
+    println!("cargo:cflags={}", target.shared_cflags().join(" "));
+    println!("cargo:rustc-env=GGML_SYS_PATCHED_TREE={}", root.display());
+    println!("cargo:rerun-if-changed={}", vendor.display());
+    println!("cargo:rerun-if-changed=build");
+}

@@ -1,0 +1,1 @@
+//! C-ABI library for the LFM2-Audio engine (see `include/lfm2_engine.h`).
