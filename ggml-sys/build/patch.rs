@@ -7,18 +7,35 @@
 use std::fs;
 use std::path::Path;
 
+/// Applies every patch named in `series`, in order; panics (failing the build) on any mismatch.
 pub fn apply_series(patches_dir: &Path, root: &Path) {
+    for name in series(patches_dir) {
+        let path = patches_dir.join(&name);
+        let patch = fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("series names {name}, which cannot be read: {e}"));
+        apply_patch(&patch, root).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+}
+
+/// The patch file names listed in `series`, in order.
+pub fn series(patches_dir: &Path) -> Vec<String> {
     let series = patches_dir.join("series");
     let text = fs::read_to_string(&series)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}", series.display()));
-    for name in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-        let path = patches_dir.join(name);
-        let patch = fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("series names {name}, which cannot be read: {e}"));
-        for file in parse(&patch).unwrap_or_else(|e| panic!("{name}: {e}")) {
-            apply_file(root, &file).unwrap_or_else(|e| panic!("{name}: {}: {e}", file.path));
-        }
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Applies one (possibly multi-file) unified diff under `root`; returns the touched paths.
+pub fn apply_patch(patch: &str, root: &Path) -> Result<Vec<String>, String> {
+    let files = parse(patch)?;
+    for file in &files {
+        apply_file(root, file).map_err(|e| format!("{}: {e}", file.path))?;
     }
+    Ok(files.into_iter().map(|f| f.path).collect())
 }
 
 struct FilePatch {

@@ -1,6 +1,6 @@
 //! Shared pieces of the maintenance commands (also used by xtask's tests).
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
 pub mod bindings;
@@ -28,4 +28,25 @@ pub fn copy_dir(from: &Path, to: &Path) -> Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// CMake options for configuring an exported tree as a library build: the registry package
+/// carries no `app/`, `tests/` sources or tools we need, so those parts are switched off.
+pub const CMAKE_FLAGS: &[&str] = &[
+    "-DLLAMA_BUILD_COMMON=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_APP=OFF",
+];
+
+/// Writes the patched tree that ggml-sys was built from into `dest` (which must be empty or
+/// absent); returns the number of files written.
+pub fn export_tree(dest: &Path) -> Result<usize> {
+    let tree = PathBuf::from(ggml_sys::PATCHED_TREE);
+    if dest.exists() && std::fs::read_dir(dest)?.next().is_some() {
+        bail!("{} exists and is not empty; refusing to overwrite", dest.display());
+    }
+    copy_dir(&tree, dest)
 }

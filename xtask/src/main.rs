@@ -4,7 +4,7 @@
 //! - `export-tree DIR`: write the patched upstream tree to DIR, for CMake builds without Rust.
 
 use anyhow::{bail, Context, Result};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -24,16 +24,11 @@ fn main() -> Result<()> {
 }
 
 fn export_tree(dest: &Path) -> Result<()> {
-    let tree = PathBuf::from(ggml_sys::PATCHED_TREE);
-    if dest.exists() && std::fs::read_dir(dest)?.next().is_some() {
-        bail!("{} exists and is not empty; refusing to overwrite", dest.display());
-    }
-    let n = xtask::copy_dir(&tree, dest)?;
+    let n = xtask::export_tree(dest)?;
     println!(
-        "exported the patched tree ({n} files) to {}\n\
-         configure it with e.g.: cmake -S {0} -B {0}/build -DLLAMA_BUILD_TESTS=OFF \
-         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF",
-        dest.display()
+        "exported the patched tree ({n} files) to {}\nconfigure it with: cmake -S {0} -B {0}/build {}",
+        dest.display(),
+        xtask::CMAKE_FLAGS.join(" ")
     );
     Ok(())
 }
