@@ -1,0 +1,51 @@
+//! Pure-Rust GGUF reader and writer.
+//!
+//! GGUF is ggml's model container: a header, typed key/value metadata, tensor
+//! infos (name, shape in ggml order, [`GgmlType`], offset), then the tensor data,
+//! each tensor aligned to `general.alignment` (default 32) from the start of the
+//! data section. All integers are little-endian.
+//!
+//! [`GgufFile`] reads versions 2 and 3 (they share a layout) and validates the
+//! whole structure before returning: magic and version; every count and string
+//! length against the bytes left (so corrupt counts cannot cause huge
+//! allocations); UTF-8 of keys, names and strings; unique non-empty keys and
+//! unique tensor names; value and tensor type ids; `general.alignment` being a
+//! `u32` power of two; at most 4 non-negative dimensions whose rows are whole
+//! blocks; tensor offsets aligned, inside the file and non-overlapping. Each
+//! failure is a [`GgufErrorKind`] naming the key, tensor or offset, and errors
+//! from [`GgufFile::open`] carry the path.
+//!
+//! [`GgufWriter`] writes version 3 in the layout ggml itself produces (tensors
+//! in order, each padded; the metadata bytes equal `gguf_get_meta_data`'s), so
+//! ggml and gguf-py read its output. One caveat: the format allows arrays of
+//! arrays and both sides here support them, but ggml's reader (and so
+//! llama.cpp) rejects any file containing one, so keep them out of model files.
+//!
+//! Shapes are in ggml order everywhere: `shape[0]` is the fastest-varying
+//! dimension (a row), exactly as GGUF stores them.
+//!
+//! [`GgmlType`]: crate::ggml::dtype::GgmlType
+
+mod error;
+mod file;
+mod metadata;
+mod reader;
+mod value;
+mod writer;
+
+pub use error::{GgufError, GgufErrorKind, Result};
+pub use file::{GgufFile, TensorInfo};
+pub use metadata::GgufMetadata;
+pub use value::{FromGgufValue, GgufArray, GgufValue, GgufValueType};
+pub use writer::{GgufWriter, TensorData, TensorWriteFn, MAX_TENSOR_NAME_LEN};
+
+/// The four bytes every GGUF file starts with.
+pub const GGUF_MAGIC: &[u8; 4] = b"GGUF";
+/// The version [`GgufWriter`] writes.
+pub const GGUF_VERSION: u32 = 3;
+/// Data alignment when `general.alignment` is absent.
+pub const DEFAULT_ALIGNMENT: u64 = 32;
+/// The metadata key that overrides the data alignment (a `u32`).
+pub const KEY_ALIGNMENT: &str = "general.alignment";
+/// Deepest array nesting the reader accepts and the writer produces.
+pub const MAX_ARRAY_NESTING: usize = reader::MAX_ARRAY_NESTING;
