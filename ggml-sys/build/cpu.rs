@@ -50,8 +50,9 @@ pub fn build(root: &Path, gen: &Path, target: &Target) {
             }
         }
     }
-    let (c_files, cpp_files): (Vec<_>, Vec<_>) =
-        sources.into_iter().partition(|p| p.extension().is_some_and(|e| e == "c"));
+    let (c_files, cpp_files): (Vec<_>, Vec<_>) = sources
+        .into_iter()
+        .partition(|p| p.extension().is_some_and(|e| e == "c"));
 
     let configure = |cpp: bool| {
         let mut b = cc::Build::new();
@@ -76,7 +77,8 @@ pub fn build(root: &Path, gen: &Path, target: &Target) {
             b.flag(&f);
         }
         if cfg!(feature = "openmp") {
-            b.define("GGML_USE_OPENMP", None).flag_if_supported("-fopenmp");
+            b.define("GGML_USE_OPENMP", None)
+                .flag_if_supported("-fopenmp");
         }
         if target.is_msvc() {
             b.flag(if cpp { "/std:c++17" } else { "/std:c11" });
@@ -84,7 +86,8 @@ pub fn build(root: &Path, gen: &Path, target: &Target) {
             b.flag(if cpp { "-std=c++17" } else { "-std=c11" });
         }
         if !target.is_msvc() {
-            b.flag("-fno-math-errno").flag_if_supported("-Wno-unused-parameter");
+            b.flag("-fno-math-errno")
+                .flag_if_supported("-Wno-unused-parameter");
         }
         b
     };

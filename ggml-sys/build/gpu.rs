@@ -10,8 +10,22 @@ pub fn build(root: &Path, target: &Target) {
     cfg.define("BUILD_SHARED_LIBS", "OFF")
         .define("GGML_BUILD_TESTS", "OFF")
         .define("GGML_BUILD_EXAMPLES", "OFF")
-        .define("GGML_OPENMP", if cfg!(feature = "openmp") { "ON" } else { "OFF" })
-        .define("GGML_NATIVE", if target.arch_flags().is_empty() { "OFF" } else { "ON" })
+        .define(
+            "GGML_OPENMP",
+            if cfg!(feature = "openmp") {
+                "ON"
+            } else {
+                "OFF"
+            },
+        )
+        .define(
+            "GGML_NATIVE",
+            if target.arch_flags().is_empty() {
+                "OFF"
+            } else {
+                "ON"
+            },
+        )
         .profile("Release");
     if cfg!(feature = "cuda") {
         cfg.define("GGML_CUDA", "ON");
@@ -20,7 +34,8 @@ pub fn build(root: &Path, target: &Target) {
         }
     }
     if cfg!(feature = "metal") {
-        cfg.define("GGML_METAL", "ON").define("GGML_METAL_EMBED_LIBRARY", "ON");
+        cfg.define("GGML_METAL", "ON")
+            .define("GGML_METAL_EMBED_LIBRARY", "ON");
     }
     println!("cargo:rerun-if-env-changed=CMAKE_CUDA_ARCHITECTURES");
     let dst = cfg.build();
@@ -47,5 +62,12 @@ pub fn build(root: &Path, target: &Target) {
             println!("cargo:rustc-link-lib=framework={fw}");
         }
     }
-    println!("cargo:rustc-link-lib=dylib={}", if target.os == "macos" { "c++" } else { "stdc++" });
+    println!(
+        "cargo:rustc-link-lib=dylib={}",
+        if target.os == "macos" {
+            "c++"
+        } else {
+            "stdc++"
+        }
+    );
 }

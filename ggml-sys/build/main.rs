@@ -14,8 +14,9 @@ use std::path::PathBuf;
 
 fn main() {
     let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    let manifest_dir =
-        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    let manifest_dir = PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
     let vendor = manifest_dir.join("..").join("vendor");
 
     let pin = tree::Pin::read(&vendor.join("UPSTREAM.toml"));
@@ -33,7 +34,10 @@ fn main() {
 
     // Metadata for dependants (llama-sys reads these as DEP_GGML_ROOT etc.).
     println!("cargo:root={}", root.display());
-    println!("cargo:include={}", root.join("ggml").join("include").display());
+    println!(
+        "cargo:include={}",
+        root.join("ggml").join("include").display()
+    );
     println!("cargo:gen={}", out_dir.join("gen").display());
     println!("cargo:cflags={}", target.shared_cflags().join(" "));
     println!("cargo:rustc-env=GGML_SYS_PATCHED_TREE={}", root.display());

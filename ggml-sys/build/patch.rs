@@ -60,7 +60,12 @@ fn strip_prefix(path: &str) -> Option<String> {
     if path == "/dev/null" {
         return None;
     }
-    Some(path.strip_prefix("a/").or_else(|| path.strip_prefix("b/")).unwrap_or(path).to_string())
+    Some(
+        path.strip_prefix("a/")
+            .or_else(|| path.strip_prefix("b/"))
+            .unwrap_or(path)
+            .to_string(),
+    )
 }
 
 fn parse_range(s: &str) -> Result<(usize, usize), String> {
@@ -68,7 +73,10 @@ fn parse_range(s: &str) -> Result<(usize, usize), String> {
         Some((a, b)) => (a, b),
         None => (s, "1"),
     };
-    let p = |v: &str| v.parse::<usize>().map_err(|_| format!("bad hunk range `{s}`"));
+    let p = |v: &str| {
+        v.parse::<usize>()
+            .map_err(|_| format!("bad hunk range `{s}`"))
+    };
     Ok((p(start)?, p(len)?))
 }
 
@@ -86,7 +94,10 @@ fn parse(text: &str) -> Result<Vec<FilePatch>, String> {
             .and_then(|l| l.strip_prefix("+++ "))
             .ok_or_else(|| format!("`--- {old}` without a `+++` line"))?;
         let (old_path, new_path) = (strip_prefix(old), strip_prefix(new));
-        let path = new_path.clone().or(old_path.clone()).ok_or("both sides are /dev/null")?;
+        let path = new_path
+            .clone()
+            .or(old_path.clone())
+            .ok_or("both sides are /dev/null")?;
         let mut file = FilePatch {
             path,
             is_new: old_path.is_none(),
@@ -120,7 +131,12 @@ fn parse(text: &str) -> Result<Vec<FilePatch>, String> {
                 let (tag, rest) = match line.chars().next() {
                     Some(c @ (' ' | '-' | '+')) => (c, &line[1..]),
                     None => (' ', ""), // some editors strip the lone space of an empty context line
-                    Some(_) => return Err(format!("unexpected line in hunk `{}`: `{line}`", hunk.header)),
+                    Some(_) => {
+                        return Err(format!(
+                            "unexpected line in hunk `{}`: `{line}`",
+                            hunk.header
+                        ))
+                    }
                 };
                 if tag != '+' {
                     seen_old += 1;
@@ -171,9 +187,16 @@ fn apply_file(root: &Path, file: &FilePatch) -> Result<(), String> {
     let mut cursor = 0usize; // next unconsumed line of the original (0-based)
     for hunk in &file.hunks {
         // A hunk that only adds lines at the top names line 0.
-        let start = if hunk.old_len == 0 { hunk.old_start } else { hunk.old_start - 1 };
+        let start = if hunk.old_len == 0 {
+            hunk.old_start
+        } else {
+            hunk.old_start - 1
+        };
         if start < cursor || start > old_lines.len() {
-            return Err(format!("hunk `{}` is out of order or past the end", hunk.header));
+            return Err(format!(
+                "hunk `{}` is out of order or past the end",
+                hunk.header
+            ));
         }
         out.extend(old_lines[cursor..start].iter().map(|s| s.to_string()));
         let mut at = start;
@@ -194,7 +217,10 @@ fn apply_file(root: &Path, file: &FilePatch) -> Result<(), String> {
             }
         }
         if hunk.old_ends_without_newline && (at != old_lines.len() || ends_with_newline) {
-            return Err(format!("hunk `{}` expects the file to end without a newline", hunk.header));
+            return Err(format!(
+                "hunk `{}` expects the file to end without a newline",
+                hunk.header
+            ));
         }
         if at == old_lines.len() {
             ends_with_newline = !hunk.new_ends_without_newline;

@@ -24,7 +24,13 @@ impl Target {
         let cpu = env::var(CPU_ENV)
             .ok()
             .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| if cross { "portable".into() } else { "native".into() });
+            .unwrap_or_else(|| {
+                if cross {
+                    "portable".into()
+                } else {
+                    "native".into()
+                }
+            });
         Target {
             arch: var("CARGO_CFG_TARGET_ARCH"),
             os: var("CARGO_CFG_TARGET_OS"),

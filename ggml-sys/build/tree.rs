@@ -105,9 +105,17 @@ fn fetch_with_cargo(pin: &Pin, out_dir: &Path) -> PathBuf {
     let pkg = packages
         .iter()
         .find(|p| p["name"] == pin.package.as_str() && p["version"] == pin.version.as_str())
-        .unwrap_or_else(|| panic!("cargo metadata did not resolve {} {}", pin.package, pin.version));
+        .unwrap_or_else(|| {
+            panic!(
+                "cargo metadata did not resolve {} {}",
+                pin.package, pin.version
+            )
+        });
     let manifest_path = PathBuf::from(pkg["manifest_path"].as_str().expect("manifest_path"));
-    manifest_path.parent().expect("manifest has a parent").to_path_buf()
+    manifest_path
+        .parent()
+        .expect("manifest has a parent")
+        .to_path_buf()
 }
 
 /// Checks the package against the pin: the `.crate` archive in cargo's cache, or the checksum file

@@ -3,7 +3,12 @@
 //! The bindings are generated with bindgen and committed (`src/bindings.rs`, and one file per GPU
 //! backend); regenerate them with `cargo run -p xtask -- bindings`. A test in `xtask` fails when
 //! they are stale. Building needs no libclang.
-#![allow(non_upper_case_globals, non_camel_case_types, non_snake_case, clippy::all)]
+#![allow(
+    non_upper_case_globals,
+    non_camel_case_types,
+    non_snake_case,
+    clippy::all
+)]
 #![allow(missing_docs, rustdoc::all)]
 
 include!("bindings.rs");

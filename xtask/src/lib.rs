@@ -46,7 +46,10 @@ pub const CMAKE_FLAGS: &[&str] = &[
 pub fn export_tree(dest: &Path) -> Result<usize> {
     let tree = PathBuf::from(ggml_sys::PATCHED_TREE);
     if dest.exists() && std::fs::read_dir(dest)?.next().is_some() {
-        bail!("{} exists and is not empty; refusing to overwrite", dest.display());
+        bail!(
+            "{} exists and is not empty; refusing to overwrite",
+            dest.display()
+        );
     }
     copy_dir(&tree, dest)
 }

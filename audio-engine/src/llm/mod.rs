@@ -1,0 +1,72 @@
+//! Text models through llama.cpp: multi-sequence batched decoding of hybrid (gated-delta-net)
+//! models such as qwen35, with sequences joining, leaving and forking, and speculative rollback.
+//!
+//! ```no_run
+//! use audio_engine::llm::{Decoder, DecoderConfig, LlmModel, RandomModel, Sampler};
+//! let model = RandomModel::tiny_qwen35(7).build()?;
+//! let mut dec = Decoder::new(&model, DecoderConfig { n_seq_max: 4, ..Default::default() })?;
+//! let a = dec.join(&[1, 2, 3], Sampler::greedy())?;
+//! let b = dec.join(&[4, 5], Sampler::top_k(0.8, 40, 42))?;
+//! for _ in 0..8 {
+//!     for out in dec.step()? {
+//!         println!("seq {} -> token {}", out.seq, out.token);
+//!     }
+//! }
+//! dec.leave(a)?;
+//! let c = dec.fork(b, Sampler::greedy())?;
+//! # let _ = c;
+//! # Ok::<(), audio_engine::llm::LlmError>(())
+//! ```
+
+mod decoder;
+mod random;
+mod sampler;
+
+pub use crate::ggml::llama::{ContextOptions, EvalObserver, LlamaModel as LlmModel};
+pub use decoder::{Decoder, DecoderConfig, SeqId, StepOutput};
+pub use random::{Arch, RandomModel};
+pub use sampler::Sampler;
+
+use crate::ggml::llama::LlamaError;
+
+/// Errors of the text-model API.
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// libllama failed (load, context, decode).
+    #[error(transparent)]
+    Llama(#[from] LlamaError),
+    /// All sequence slots are in use.
+    #[error("all {0} sequence slots are in use")]
+    NoFreeSlot(u32),
+    /// The sequence id is not active.
+    #[error("sequence {0} is not active")]
+    UnknownSequence(SeqId),
+    /// A prompt or input was empty or out of range.
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    /// The sequence would exceed the context's positions.
+    #[error(
+        "sequence {seq} would need {needed} positions, the context holds {limit} per sequence"
+    )]
+    ContextFull {
+        /// The sequence.
+        seq: SeqId,
+        /// Positions needed.
+        needed: usize,
+        /// Positions available.
+        limit: usize,
+    },
+    /// Rollback past what the memory keeps.
+    #[error("cannot roll back sequence {seq} by {n} tokens: {why}")]
+    Rollback {
+        /// The sequence.
+        seq: SeqId,
+        /// Tokens asked.
+        n: usize,
+        /// Why not.
+        why: String,
+    },
+}
+
+/// Result alias for this module.
+pub type Result<T> = std::result::Result<T, LlmError>;
