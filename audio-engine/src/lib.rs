@@ -2,3 +2,5 @@
 #![warn(missing_docs)]
 
 pub mod ggml;
+pub mod lfm2_audio;
+pub mod llm;

@@ -73,7 +73,9 @@ impl Case {
     }
     /// Row of snapshot slot j of sequence s at `j*n_seqs + s`: the plane-j row of its cell.
     fn rows_out(&self) -> Vec<i64> {
-        (0..self.n_snap()).flat_map(|j| (0..self.n_seqs).map(move |s| j * MEM_SIZE + HEAD + s)).collect()
+        (0..self.n_snap())
+            .flat_map(|j| (0..self.n_seqs).map(move |s| j * MEM_SIZE + HEAD + s))
+            .collect()
     }
 }
 
@@ -122,9 +124,24 @@ fn make_inputs(c: &Case, seed: u64, cache: &[f32]) -> Inputs {
     let v = rng.fill(c.s_v * H_V * c.t * c.n_seqs, -1.0, 1.0);
     let g_n = if c.kda { c.s_v } else { 1 } * H_V * c.t * c.n_seqs;
     // -softplus: a decay exp(g) in (0, 1)
-    let g = rng.fill(g_n, -2.0, 2.0).into_iter().map(|x| -(x.exp().ln_1p())).collect();
-    let beta = rng.fill(H_V * c.t * c.n_seqs, -2.0, 2.0).into_iter().map(|x| 1.0 / (1.0 + (-x).exp())).collect();
-    Inputs { q, k, v, g, beta, cache: cache.to_vec() }
+    let g = rng
+        .fill(g_n, -2.0, 2.0)
+        .into_iter()
+        .map(|x| -(x.exp().ln_1p()))
+        .collect();
+    let beta = rng
+        .fill(H_V * c.t * c.n_seqs, -2.0, 2.0)
+        .into_iter()
+        .map(|x| 1.0 / (1.0 + (-x).exp()))
+        .collect();
+    Inputs {
+        q,
+        k,
+        v,
+        g,
+        beta,
+        cache: cache.to_vec(),
+    }
 }
 
 /// Owns a ggml context, and with it every tensor and graph built in it.
@@ -132,7 +149,11 @@ struct Context(*mut sys::ggml_context);
 
 impl Context {
     fn new(mem_size: usize, no_alloc: bool) -> Context {
-        let params = sys::ggml_init_params { mem_size, mem_buffer: ptr::null_mut(), no_alloc };
+        let params = sys::ggml_init_params {
+            mem_size,
+            mem_buffer: ptr::null_mut(),
+            no_alloc,
+        };
         // SAFETY: plain constructor; a null result (allocation failure) is checked below.
         let ctx = unsafe { sys::ggml_init(params) };
         assert!(!ctx.is_null(), "ggml_init failed");
@@ -153,7 +174,11 @@ impl Context {
         // the size of `data` (asserted); the two regions cannot overlap.
         unsafe {
             assert_eq!(sys::ggml_nbytes(t), std::mem::size_of_val(data));
-            ptr::copy_nonoverlapping(data.as_ptr() as *const u8, (*t).data as *mut u8, sys::ggml_nbytes(t));
+            ptr::copy_nonoverlapping(
+                data.as_ptr() as *const u8,
+                (*t).data as *mut u8,
+                sys::ggml_nbytes(t),
+            );
         }
         t
     }
@@ -190,7 +215,11 @@ impl Pool {
             let mut plan = sys::ggml_graph_plan(gf, self.1, self.0);
             let mut work = vec![0u8; plan.work_size];
             plan.work_data = work.as_mut_ptr();
-            assert_eq!(sys::ggml_graph_compute(gf, &mut plan), sys::GGML_STATUS_SUCCESS, "graph compute failed");
+            assert_eq!(
+                sys::ggml_graph_compute(gf, &mut plan),
+                sys::GGML_STATUS_SUCCESS,
+                "graph compute failed"
+            );
         }
     }
 }
@@ -221,7 +250,10 @@ fn as_bytes(v: &[f32]) -> &[u8] {
 /// Rows of `d` floats that are not byte-identical.
 fn rows_differing(a: &[f32], b: &[f32], d: usize) -> usize {
     assert_eq!(a.len(), b.len());
-    a.chunks(d).zip(b.chunks(d)).filter(|(x, y)| as_bytes(x) != as_bytes(y)).count()
+    a.chunks(d)
+        .zip(b.chunks(d))
+        .filter(|(x, y)| as_bytes(x) != as_bytes(y))
+        .count()
 }
 
 fn bytes_differing(a: &[f32], b: &[f32]) -> usize {
@@ -278,7 +310,9 @@ fn cache_op(ctx: &Context, c: &Case, t: &Tensors) -> *mut sys::ggml_tensor {
     // same lifetime); shapes and types are the ones ggml_gated_delta_net_cache asserts.
     unsafe {
         let states = sys::ggml_view_2d(ctx.0, t.cache, c.d(), c.n_rows(), (*t.cache).nb[1], 0);
-        sys::ggml_gated_delta_net_cache(ctx.0, t.q, t.k, t.v, t.g, t.beta, states, t.rows_in, t.rows_out, c.k, MEM_SIZE)
+        sys::ggml_gated_delta_net_cache(
+            ctx.0, t.q, t.k, t.v, t.g, t.beta, states, t.rows_in, t.rows_out, c.k, MEM_SIZE,
+        )
     }
 }
 
@@ -325,7 +359,8 @@ fn run(c: &Case, inp: &Inputs, path: Path, pools: &[Pool]) -> Output {
                         d as usize * fs,
                         attn_bytes,
                     );
-                    let dst = sys::ggml_view_2d(ctx.0, t.cache, d, n_seqs, row, HEAD as usize * row);
+                    let dst =
+                        sys::ggml_view_2d(ctx.0, t.cache, d, n_seqs, row, HEAD as usize * row);
                     sys::ggml_build_forward_expand(gf, sys::ggml_cpy(ctx.0, new_state, dst));
                 } else if write_back {
                     // keep: the min(T, K) planes into view_3d(cache, D, n_seqs, n_written,
@@ -360,7 +395,10 @@ fn run(c: &Case, inp: &Inputs, path: Path, pools: &[Pool]) -> Output {
         pool.expect("a pool for every thread count").compute(gf);
         out
     };
-    Output { attn: read_f32(out, c.attn_elems()), cache: read_f32(t.cache, c.d() * c.n_rows()) }
+    Output {
+        attn: read_f32(out, c.attn_elems()),
+        cache: read_f32(t.cache, c.d() * c.n_rows()),
+    }
 }
 
 fn matrix() -> Vec<Case> {
@@ -374,7 +412,16 @@ fn matrix() -> Vec<Case> {
                         for kda in [false, true] {
                             for hk_half in [false, true] {
                                 for n_threads in [1, 4] {
-                                    cases.push(Case { s_v, k, t, n_seqs, rows_in, kda, hk_half, n_threads });
+                                    cases.push(Case {
+                                        s_v,
+                                        k,
+                                        t,
+                                        n_seqs,
+                                        rows_in,
+                                        kda,
+                                        hk_half,
+                                        n_threads,
+                                    });
                                 }
                             }
                         }
@@ -395,7 +442,8 @@ fn initial_cache(c: &Case) -> Vec<f32> {
 fn in_place_equals_gathered_byte_for_byte() {
     let cases = matrix();
     let mut failures = Vec::new();
-    let (mut attn_diff, mut cache_diff, mut control_diff, mut control_seen) = (0usize, 0usize, 0usize, 0usize);
+    let (mut attn_diff, mut cache_diff, mut control_diff, mut control_seen) =
+        (0usize, 0usize, 0usize, 0usize);
     let mut caches: Vec<((i64, i64), Vec<f32>)> = Vec::new();
     let pools = [Pool::new(1), Pool::new(4)];
     // the gathered path, with and without write-back, of the current case on one thread: the
@@ -440,7 +488,10 @@ fn in_place_equals_gathered_byte_for_byte() {
         let d = c.d() as usize;
         let rows_out = c.rows_out();
         for r in 0..c.n_rows() {
-            let (after, before) = (&in_place.cache[r as usize * d..][..d], &inp.cache[r as usize * d..][..d]);
+            let (after, before) = (
+                &in_place.cache[r as usize * d..][..d],
+                &inp.cache[r as usize * d..][..d],
+            );
             let same = as_bytes(after) == as_bytes(before);
             match (rows_out.contains(&r), same) {
                 (false, false) => why.push(format!("untouched row {r} was modified")),
@@ -453,10 +504,14 @@ fn in_place_equals_gathered_byte_for_byte() {
         // op writes
         let rows_differing = rows_differing(&in_place.cache, &control.cache, d);
         control_diff += rows_differing;
-        if as_bytes(&in_place.cache) != as_bytes(&control.cache) && rows_differing == rows_out.len() {
+        if as_bytes(&in_place.cache) != as_bytes(&control.cache) && rows_differing == rows_out.len()
+        {
             control_seen += 1;
         } else {
-            why.push(format!("negative control: {rows_differing} rows differ, expected {}", rows_out.len()));
+            why.push(format!(
+                "negative control: {rows_differing} rows differ, expected {}",
+                rows_out.len()
+            ));
         }
         if as_bytes(&control.attn) != as_bytes(&gathered.attn) {
             why.push("the gathered attention depends on the write-back".to_string());
@@ -478,13 +533,28 @@ fn in_place_equals_gathered_byte_for_byte() {
         cases.len(),
         control_diff
     );
-    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
 
 /// The node's layout, as the GPU backends and llama.cpp rely on it.
 #[test]
 fn node_layout() {
-    let c = Case { s_v: 16, k: 3, t: 2, n_seqs: 4, rows_in: RowsIn::Plane(1), kda: false, hk_half: true, n_threads: 1 };
+    let c = Case {
+        s_v: 16,
+        k: 3,
+        t: 2,
+        n_seqs: 4,
+        rows_in: RowsIn::Plane(1),
+        kda: false,
+        hk_half: true,
+        n_threads: 1,
+    };
     let inp = make_inputs(&c, 1, &initial_cache(&c));
     let ctx = Context::new(16 << 20, false);
     let t = input_tensors(&ctx, &c, &inp);
@@ -494,8 +564,16 @@ fn node_layout() {
         let o = &*out;
         assert_eq!(o.op, sys::GGML_OP_GATED_DELTA_NET);
         assert_eq!(o.type_, sys::GGML_TYPE_F32);
-        assert_eq!(o.ne, [c.s_v * H_V, c.t * c.n_seqs, 1, 1], "attention scores only");
-        assert_eq!(&o.op_params[..4], &[c.k as i32, 0, 1, MEM_SIZE as i32], "K, -, cache flag, mem_size");
+        assert_eq!(
+            o.ne,
+            [c.s_v * H_V, c.t * c.n_seqs, 1, 1],
+            "attention scores only"
+        );
+        assert_eq!(
+            &o.op_params[..4],
+            &[c.k as i32, 0, 1, MEM_SIZE as i32],
+            "K, -, cache flag, mem_size"
+        );
         assert_eq!(&o.src[..5], &[t.q, t.k, t.v, t.g, t.beta]);
         assert_eq!((*o.src[5]).view_src, t.cache, "src[5] is the cache view");
         assert_eq!(o.src[6], t.rows_in);
@@ -525,7 +603,10 @@ fn through_the_scheduler() {
     let cpu = Guard(cpu, sys::ggml_backend_free);
     let pools = [Pool::new(4)];
     let mut n = 0;
-    for c in matrix().into_iter().filter(|c| c.s_v == 16 && c.n_seqs == 4 && c.n_threads == 4 && !c.hk_half) {
+    for c in matrix()
+        .into_iter()
+        .filter(|c| c.s_v == 16 && c.n_seqs == 4 && c.n_threads == 4 && !c.hk_half)
+    {
         let inp = make_inputs(&c, 0xabc + n, &initial_cache(&c));
         let direct = run(&c, &inp, Path::InPlace, &pools);
 
@@ -549,12 +630,20 @@ fn through_the_scheduler() {
             sys::ggml_build_forward_expand(gf, out);
 
             let mut backends = [cpu.0];
-            let sched = sys::ggml_backend_sched_new(backends.as_mut_ptr(), ptr::null_mut(), 1, 256, false, true);
+            let sched = sys::ggml_backend_sched_new(
+                backends.as_mut_ptr(),
+                ptr::null_mut(),
+                1,
+                256,
+                false,
+                true,
+            );
             assert!(!sched.is_null());
             let sched = Guard(sched, sys::ggml_backend_sched_free);
             assert!(sys::ggml_backend_sched_alloc_graph(sched.0, gf));
-            let set =
-                |t: *mut sys::ggml_tensor, p: *const c_void| sys::ggml_backend_tensor_set(t, p, 0, sys::ggml_nbytes(t));
+            let set = |t: *mut sys::ggml_tensor, p: *const c_void| {
+                sys::ggml_backend_tensor_set(t, p, 0, sys::ggml_nbytes(t))
+            };
             set(t.q, inp.q.as_ptr() as _);
             set(t.k, inp.k.as_ptr() as _);
             set(t.v, inp.v.as_ptr() as _);
@@ -563,7 +652,10 @@ fn through_the_scheduler() {
             set(t.cache, inp.cache.as_ptr() as _);
             set(t.rows_in, c.rows_in().as_ptr() as _);
             set(t.rows_out, c.rows_out().as_ptr() as _);
-            assert_eq!(sys::ggml_backend_sched_graph_compute(sched.0, gf), sys::GGML_STATUS_SUCCESS);
+            assert_eq!(
+                sys::ggml_backend_sched_graph_compute(sched.0, gf),
+                sys::GGML_STATUS_SUCCESS
+            );
             assert_eq!(
                 sys::ggml_backend_sched_get_tensor_backend(sched.0, out),
                 cpu.0,
@@ -579,7 +671,9 @@ fn through_the_scheduler() {
         }
         n += 1;
     }
-    println!("gdn_cache: {n} cases through ggml_backend_sched, identical to the direct computation");
+    println!(
+        "gdn_cache: {n} cases through ggml_backend_sched, identical to the direct computation"
+    );
     assert!(n > 0);
 }
 

@@ -18,7 +18,9 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn vendor() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join("vendor")
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join("vendor")
 }
 
 /// Re-applies the committed series to a fresh copy of the pristine pinned tree and checks that
@@ -55,7 +57,10 @@ fn applier_is_strict_and_handles_edge_cases() {
     let dir = scratch("applier");
     fs::write(dir.join("a.txt"), "one\ntwo\nthree\nfour\n").unwrap();
     let ok = "--- a/a.txt\n+++ b/a.txt\n@@ -2,2 +2,3 @@\n two\n-three\n+THREE\n+three and a half\n four\n";
-    assert_eq!(patch::apply_patch(ok, &dir).unwrap(), vec!["a.txt".to_string()]);
+    assert_eq!(
+        patch::apply_patch(ok, &dir).unwrap(),
+        vec!["a.txt".to_string()]
+    );
     assert_eq!(
         fs::read_to_string(dir.join("a.txt")).unwrap(),
         "one\ntwo\nTHREE\nthree and a half\nfour\n"
@@ -73,13 +78,21 @@ fn applier_is_strict_and_handles_edge_cases() {
     // New file, then deletion, with a missing final newline.
     let create = "--- /dev/null\n+++ b/sub/new.h\n@@ -0,0 +1,2 @@\n+#pragma once\n+int x;\n\\ No newline at end of file\n";
     patch::apply_patch(create, &dir).unwrap();
-    assert_eq!(fs::read_to_string(dir.join("sub/new.h")).unwrap(), "#pragma once\nint x;");
-    assert!(patch::apply_patch(create, &dir).is_err(), "creating an existing file");
+    assert_eq!(
+        fs::read_to_string(dir.join("sub/new.h")).unwrap(),
+        "#pragma once\nint x;"
+    );
+    assert!(
+        patch::apply_patch(create, &dir).is_err(),
+        "creating an existing file"
+    );
     let delete = "--- a/sub/new.h\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-#pragma once\n-int x;\n\\ No newline at end of file\n";
     patch::apply_patch(delete, &dir).unwrap();
     assert!(!dir.join("sub/new.h").exists());
     // Truncated hunk.
     let truncated = "--- a/a.txt\n+++ b/a.txt\n@@ -1,3 +1,3 @@\n one\n";
-    assert!(patch::apply_patch(truncated, &dir).unwrap_err().contains("truncated"));
+    assert!(patch::apply_patch(truncated, &dir)
+        .unwrap_err()
+        .contains("truncated"));
     let _ = fs::remove_dir_all(&dir);
 }

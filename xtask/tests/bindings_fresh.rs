@@ -4,7 +4,9 @@
 #[test]
 fn committed_bindings_are_fresh() {
     if !xtask::bindings::libclang_available() {
-        eprintln!("SKIPPED: libclang not found; install libclang-dev to check the committed bindings");
+        eprintln!(
+            "SKIPPED: libclang not found; install libclang-dev to check the committed bindings"
+        );
         return;
     }
     let mut stale = Vec::new();

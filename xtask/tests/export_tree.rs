@@ -11,7 +11,12 @@ fn exported_tree_configures_with_cmake() {
     let _ = std::fs::remove_dir_all(&dir);
     let n = xtask::export_tree(&dir).expect("export");
     assert!(n > 500, "only {n} files exported");
-    for f in ["CMakeLists.txt", "ggml/include/ggml.h", "src/llama.cpp", "include/llama.h"] {
+    for f in [
+        "CMakeLists.txt",
+        "ggml/include/ggml.h",
+        "src/llama.cpp",
+        "include/llama.h",
+    ] {
         assert!(dir.join(f).is_file(), "{f} missing from the export");
     }
     // A second export into the same (non-empty) folder is refused, not merged.

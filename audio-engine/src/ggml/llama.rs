@@ -472,7 +472,7 @@ impl LlamaContext {
 
     /// Runs the batch. Logits of the entries marked as outputs are readable until the next call.
     pub fn decode(&mut self, batch: &LlamaBatch) -> Result<()> {
-        if batch.len() == 0 {
+        if batch.is_empty() {
             return Err(LlamaError::Batch("empty batch".into()));
         }
         if let Some(&s) = batch

@@ -1,4 +1,29 @@
 //! Safe layer over `ggml-sys`: types, GGUF files, contexts, tensors, graphs and backends.
+//!
+//! All `unsafe` code of the engine's ggml usage lives in this module tree. ggml reports most
+//! caller mistakes by aborting the process; the wrappers check those preconditions first and
+//! return [`GgmlError`] instead.
 
+pub mod backend;
+pub mod buffer;
+pub mod context;
 pub mod dtype;
+pub mod error;
 pub mod gguf;
+pub mod graph;
+pub mod lazy_memory;
+pub mod llama;
+pub mod log;
+pub mod ops;
+pub mod quant;
+pub mod tensor;
+
+pub use backend::{devices, Backend, DeviceInfo, DeviceKind};
+pub use buffer::{AlignedBytes, BackendBuffer, GraphAllocator, HostMemory};
+pub use context::Context;
+pub use dtype::GgmlType;
+pub use error::{ComputeStatus, GgmlError, Result};
+pub use graph::Graph;
+pub use log::{set_log_callback, LogLevel};
+pub use ops::{GluOp, Precision, RopeMode, RopeParams, UnaryOp};
+pub use tensor::Tensor;

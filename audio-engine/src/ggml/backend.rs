@@ -1,0 +1,441 @@
+//! Compute backends (`ggml_backend_t`) and the device registry.
+
+use std::ffi::{c_int, c_void, CStr, CString};
+use std::ptr::NonNull;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use ggml_sys as sys;
+
+use super::dtype::GgmlType;
+use super::error::{ComputeStatus, GgmlError, Result};
+use super::graph::Graph;
+use super::log;
+use super::tensor::Tensor;
+
+/// Kind of a backend device (`enum ggml_backend_dev_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    /// The CPU, using system memory.
+    Cpu,
+    /// A GPU with dedicated memory.
+    Gpu,
+    /// An integrated GPU sharing host memory.
+    IntegratedGpu,
+    /// An accelerator used together with the CPU backend (BLAS, AMX, ...).
+    Accelerator,
+    /// A meta device spanning several devices.
+    Meta,
+    /// A kind this crate does not know.
+    Other(u32),
+}
+
+impl DeviceKind {
+    fn from_raw(t: sys::ggml_backend_dev_type) -> DeviceKind {
+        match t {
+            sys::GGML_BACKEND_DEVICE_TYPE_CPU => DeviceKind::Cpu,
+            sys::GGML_BACKEND_DEVICE_TYPE_GPU => DeviceKind::Gpu,
+            sys::GGML_BACKEND_DEVICE_TYPE_IGPU => DeviceKind::IntegratedGpu,
+            sys::GGML_BACKEND_DEVICE_TYPE_ACCEL => DeviceKind::Accelerator,
+            sys::GGML_BACKEND_DEVICE_TYPE_META => DeviceKind::Meta,
+            other => DeviceKind::Other(other),
+        }
+    }
+}
+
+/// A device known to ggml's backend registry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Registry name (e.g. `"CPU"`, `"CUDA0"`); pass it to [`Backend::from_device_name`].
+    pub name: String,
+    /// Human-readable description.
+    pub description: String,
+    /// Device kind.
+    pub kind: DeviceKind,
+    /// Free memory in bytes, as reported by the device.
+    pub memory_free: usize,
+    /// Total memory in bytes.
+    pub memory_total: usize,
+    /// PCI bus id or similar, if known.
+    pub device_id: Option<String>,
+}
+
+fn c_string(p: *const std::ffi::c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: ggml returns NUL-terminated strings owned by the device, valid while it is
+    // registered (for the program's lifetime for built-in backends); we copy immediately.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+fn device_info(dev: NonNull<sys::ggml_backend_device>) -> DeviceInfo {
+    let mut props = sys::ggml_backend_dev_props::default();
+    // SAFETY: `dev` is a registered device and `props` is a valid out-parameter.
+    unsafe { sys::ggml_backend_dev_get_props(dev.as_ptr(), &mut props) };
+    DeviceInfo {
+        name: c_string(props.name).unwrap_or_default(),
+        description: c_string(props.description).unwrap_or_default(),
+        kind: DeviceKind::from_raw(props.type_),
+        memory_free: props.memory_free,
+        memory_total: props.memory_total,
+        device_id: c_string(props.device_id),
+    }
+}
+
+/// Every device in ggml's backend registry (the CPU, plus GPUs when compiled in).
+pub fn devices() -> Vec<DeviceInfo> {
+    log::ensure_installed();
+    // SAFETY: the registry is initialised on first use and only read here.
+    let n = unsafe { sys::ggml_backend_dev_count() };
+    (0..n)
+        .filter_map(|i| {
+            // SAFETY: `i < ggml_backend_dev_count()`.
+            NonNull::new(unsafe { sys::ggml_backend_dev_get(i) })
+        })
+        .map(device_info)
+        .collect()
+}
+
+/// An owned `ggml_backend_t`, freed on drop.
+pub(crate) struct RawBackend(NonNull<sys::ggml_backend>);
+
+// SAFETY: a ggml backend (stream) may be used from any thread as long as calls are not
+// concurrent; `RawBackend` only lives inside a `Mutex`, which serialises every use.
+unsafe impl Send for RawBackend {}
+
+impl RawBackend {
+    pub(crate) fn as_ptr(&self) -> *mut sys::ggml_backend {
+        self.0.as_ptr()
+    }
+}
+
+impl Drop for RawBackend {
+    fn drop(&mut self) {
+        // SAFETY: the backend came from a ggml init function and is freed exactly once.
+        unsafe { sys::ggml_backend_free(self.0.as_ptr()) }
+    }
+}
+
+/// A buffer type handle (`ggml_backend_buffer_type_t`).
+#[derive(Clone, Copy)]
+pub(crate) struct BufferType(pub(crate) NonNull<sys::ggml_backend_buffer_type>);
+
+// SAFETY: buffer types are immutable objects owned by their backend registry for the whole
+// program; ggml's buffer-type functions may be called from any thread.
+unsafe impl Send for BufferType {}
+// SAFETY: see `Send`; the handle is never used to mutate the buffer type.
+unsafe impl Sync for BufferType {}
+
+pub(crate) struct BackendInner {
+    raw: Mutex<RawBackend>,
+    name: String,
+    is_cpu: bool,
+    buffer_type: BufferType,
+}
+
+/// A compute backend: the CPU, or a GPU when the crate is built with `cuda` or `metal`.
+///
+/// Cloning is cheap (the handle is reference-counted). The handle is `Send` and `Sync`; calls
+/// that use the backend's stream are serialised by an internal lock.
+#[derive(Clone)]
+pub struct Backend {
+    inner: Arc<BackendInner>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("name", &self.inner.name)
+            .finish()
+    }
+}
+
+impl Backend {
+    fn from_raw(raw: *mut sys::ggml_backend, what: &str) -> Result<Backend> {
+        let raw = NonNull::new(raw).ok_or_else(|| GgmlError::BackendUnavailable {
+            what: what.to_owned(),
+        })?;
+        let raw = RawBackend(raw);
+        // SAFETY: `raw` is a live backend.
+        let name = c_string(unsafe { sys::ggml_backend_name(raw.as_ptr()) }).unwrap_or_default();
+        // SAFETY: `raw` is a live backend.
+        let is_cpu = unsafe { sys::ggml_backend_is_cpu(raw.as_ptr()) };
+        // SAFETY: `raw` is a live backend; every backend has a default buffer type.
+        let buft = unsafe { sys::ggml_backend_get_default_buffer_type(raw.as_ptr()) };
+        let buffer_type =
+            BufferType(
+                NonNull::new(buft).ok_or_else(|| GgmlError::BackendUnavailable {
+                    what: format!("{what}: no buffer type"),
+                })?,
+            );
+        Ok(Backend {
+            inner: Arc::new(BackendInner {
+                raw: Mutex::new(raw),
+                name,
+                is_cpu,
+                buffer_type,
+            }),
+        })
+    }
+
+    /// The CPU backend.
+    pub fn cpu() -> Result<Backend> {
+        log::ensure_installed();
+        // SAFETY: no preconditions; returns null on failure.
+        Backend::from_raw(unsafe { sys::ggml_backend_cpu_init() }, "CPU")
+    }
+
+    /// The best backend this build offers: CUDA device 0 with feature `cuda`, Metal with
+    /// feature `metal`, otherwise (or if the GPU fails to initialise) the CPU.
+    pub fn best_available() -> Result<Backend> {
+        log::ensure_installed();
+        #[cfg(feature = "cuda")]
+        {
+            // SAFETY: device 0 is a valid index (ggml returns null when no device exists).
+            let raw = unsafe { sys::cuda::ggml_backend_cuda_init(0) };
+            if let Ok(b) = Backend::from_raw(raw, "CUDA0") {
+                return Ok(b);
+            }
+        }
+        #[cfg(feature = "metal")]
+        {
+            // SAFETY: no preconditions; returns null when Metal is unavailable.
+            let raw = unsafe { sys::metal::ggml_backend_metal_init() };
+            if let Ok(b) = Backend::from_raw(raw, "Metal") {
+                return Ok(b);
+            }
+        }
+        Backend::cpu()
+    }
+
+    /// The backend of the registry device named `name` (see [`devices`]).
+    pub fn from_device_name(name: &str) -> Result<Backend> {
+        log::ensure_installed();
+        let c = CString::new(name).map_err(|_| GgmlError::BackendUnavailable {
+            what: format!("{name:?}"),
+        })?;
+        // SAFETY: `c` is NUL-terminated; null params select defaults; returns null if unknown.
+        let raw = unsafe { sys::ggml_backend_init_by_name(c.as_ptr(), std::ptr::null()) };
+        Backend::from_raw(raw, name)
+    }
+
+    /// The backend's name (e.g. `"CPU"`).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Whether this is the CPU backend.
+    pub fn is_cpu(&self) -> bool {
+        self.inner.is_cpu
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, RawBackend> {
+        self.inner.raw.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn buffer_type(&self) -> BufferType {
+        self.inner.buffer_type
+    }
+
+    /// The device this backend runs on, if it has one.
+    pub fn device(&self) -> Option<DeviceInfo> {
+        let raw = self.lock();
+        // SAFETY: the backend is live.
+        let dev = unsafe { sys::ggml_backend_get_device(raw.as_ptr()) };
+        NonNull::new(dev).map(device_info)
+    }
+
+    /// Sets the number of worker threads (CPU backend, or a backend that exposes
+    /// `ggml_backend_set_n_threads`).
+    pub fn set_n_threads(&self, n_threads: usize) -> Result<()> {
+        if n_threads == 0 || n_threads > sys::GGML_MAX_N_THREADS as usize {
+            return Err(GgmlError::arg(
+                "set_n_threads",
+                format!("thread count must be in 1..={}", sys::GGML_MAX_N_THREADS),
+            ));
+        }
+        let n = n_threads as c_int;
+        let raw = self.lock();
+        if self.inner.is_cpu {
+            // SAFETY: the backend is live and is a CPU backend (the function asserts that).
+            unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), n) };
+            return Ok(());
+        }
+        let setter = set_n_threads_proc(&raw).ok_or_else(|| {
+            GgmlError::arg(
+                "set_n_threads",
+                format!("{} has no thread setting", self.name()),
+            )
+        })?;
+        // SAFETY: `setter` is the backend registry's `ggml_backend_set_n_threads_t` for this
+        // backend's device, called with the live backend and a positive thread count.
+        unsafe { setter(raw.as_ptr(), n) };
+        Ok(())
+    }
+
+    /// Whether the backend can compute `t`'s operation with its current types and layout.
+    pub fn supports_op(&self, t: Tensor<'_>) -> bool {
+        let raw = self.lock();
+        // SAFETY: the backend and the tensor (with its sources, live for the handle's lifetime)
+        // are live; the query only reads metadata.
+        unsafe { sys::ggml_backend_supports_op(raw.as_ptr(), t.as_ptr()) }
+    }
+
+    /// Computes `graph` (synchronously).
+    ///
+    /// Every member must be allocated in memory this backend can use: a buffer of a type the
+    /// backend supports, or (CPU only) a host context's pool. Every node's operation must be
+    /// supported. Row indices of `get_rows` / `set_rows` whose index tensor is a graph input are
+    /// range-checked first (ggml aborts on an out-of-range index).
+    pub fn compute(&self, graph: &Graph<'_>) -> Result<()> {
+        self.validate(graph)?;
+        let raw = self.lock();
+        // SAFETY: the backend and the graph are live, and every member tensor is allocated in
+        // memory the backend accepts, has a supported op and in-range row indices (checked by
+        // `validate`), so the compute cannot read or write outside tensor memory.
+        let status = unsafe { sys::ggml_backend_graph_compute(raw.as_ptr(), graph.as_ptr()) };
+        match status {
+            sys::GGML_STATUS_SUCCESS => Ok(()),
+            s => Err(GgmlError::ComputeFailed {
+                backend: self.name().to_owned(),
+                status: match s {
+                    sys::GGML_STATUS_ALLOC_FAILED => ComputeStatus::AllocFailed,
+                    sys::GGML_STATUS_FAILED => ComputeStatus::Failed,
+                    sys::GGML_STATUS_ABORTED => ComputeStatus::Aborted,
+                    other => ComputeStatus::Other(other),
+                },
+            }),
+        }
+    }
+
+    fn validate(&self, graph: &Graph<'_>) -> Result<()> {
+        let raw = self.lock();
+        for t in graph.tensors() {
+            let hdr = t.header();
+            if hdr.data.is_null() {
+                return Err(GgmlError::NotAllocated { tensor: t.name() });
+            }
+            let root = if hdr.view_src.is_null() {
+                hdr
+            } else {
+                // SAFETY: the view source of a graph member is live for the graph's lifetime.
+                unsafe { hdr.view_src.read() }
+            };
+            if root.buffer.is_null() {
+                if !self.inner.is_cpu {
+                    return Err(GgmlError::IncompatibleTensor {
+                        tensor: t.name(),
+                        detail: format!("host context memory cannot be used by {}", self.name()),
+                    });
+                }
+            } else {
+                // SAFETY: `root.buffer` is the live buffer holding the tensor's data (buffers are
+                // retained by the contexts whose tensors they hold).
+                let buft = unsafe { sys::ggml_backend_buffer_get_type(root.buffer) };
+                // SAFETY: the backend and the buffer type are live.
+                let ok = unsafe { sys::ggml_backend_supports_buft(raw.as_ptr(), buft) };
+                if !ok {
+                    return Err(GgmlError::IncompatibleTensor {
+                        tensor: t.name(),
+                        detail: format!("its buffer cannot be used by {}", self.name()),
+                    });
+                }
+            }
+            if hdr.op == sys::GGML_OP_NONE {
+                continue;
+            }
+            // SAFETY: as in `supports_op`.
+            let supported = unsafe { sys::ggml_backend_supports_op(raw.as_ptr(), t.as_ptr()) };
+            if !supported {
+                return Err(GgmlError::UnsupportedOp {
+                    backend: self.name().to_owned(),
+                    op: t.op_name(),
+                    tensor: t.name(),
+                });
+            }
+            match hdr.op {
+                sys::GGML_OP_GET_ROWS => {
+                    // src[0] = data, src[1] = indices into data's rows.
+                    check_indices(t, hdr.src[1], ne_of(hdr.src[0])[1])?;
+                }
+                sys::GGML_OP_SET_ROWS => {
+                    // src[1] = indices into the destination's rows (the node is a view of it).
+                    check_indices(t, hdr.src[1], hdr.ne[1])?;
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+fn ne_of(p: *mut sys::ggml_tensor) -> [i64; 4] {
+    match NonNull::new(p) {
+        // SAFETY: sources of graph members are live for the graph's lifetime.
+        Some(p) => unsafe { Tensor::from_raw(p) }.ne(),
+        None => [0; 4],
+    }
+}
+
+/// Fails if the index tensor `idx` of `node` is a graph input holding a value outside `0..bound`.
+fn check_indices(node: Tensor<'_>, idx: *mut sys::ggml_tensor, bound: i64) -> Result<()> {
+    let Some(idx) = NonNull::new(idx) else {
+        return Ok(());
+    };
+    // SAFETY: sources of graph members are live for the graph's lifetime.
+    let idx = unsafe { Tensor::from_raw(idx) };
+    if idx.header().op != sys::GGML_OP_NONE {
+        // Computed indices are only known during the computation.
+        return Ok(());
+    }
+    let width = match idx.ty() {
+        GgmlType::I32 => 4,
+        GgmlType::I64 => 8,
+        _ => return Ok(()),
+    };
+    let bytes = idx.get_bytes()?;
+    let (ne, nb) = (idx.ne(), idx.nb());
+    for i3 in 0..ne[3] as usize {
+        for i2 in 0..ne[2] as usize {
+            for i1 in 0..ne[1] as usize {
+                for i0 in 0..ne[0] as usize {
+                    let off = i0 * nb[0] + i1 * nb[1] + i2 * nb[2] + i3 * nb[3];
+                    let v = if width == 4 {
+                        let b = &bytes[off..off + 4];
+                        i64::from(i32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+                    } else {
+                        let b = &bytes[off..off + 8];
+                        i64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
+                    };
+                    if v < 0 || v >= bound {
+                        return Err(GgmlError::oob(format!(
+                            "{} of {:?}: row index {v} not in 0..{bound}",
+                            node.op_name(),
+                            node.name()
+                        )));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+type SetNThreads = unsafe extern "C" fn(sys::ggml_backend_t, c_int);
+
+fn set_n_threads_proc(raw: &RawBackend) -> Option<SetNThreads> {
+    // SAFETY: the backend is live.
+    let dev = NonNull::new(unsafe { sys::ggml_backend_get_device(raw.as_ptr()) })?;
+    // SAFETY: `dev` is a registered device.
+    let reg = NonNull::new(unsafe { sys::ggml_backend_dev_backend_reg(dev.as_ptr()) })?;
+    let name = c"ggml_backend_set_n_threads";
+    // SAFETY: `reg` is a live registry entry and `name` is NUL-terminated.
+    let p: *mut c_void =
+        unsafe { sys::ggml_backend_reg_get_proc_address(reg.as_ptr(), name.as_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: ggml documents the "ggml_backend_set_n_threads" proc address as a
+    // `ggml_backend_set_n_threads_t`, i.e. `void (*)(ggml_backend_t, int)`.
+    Some(unsafe { std::mem::transmute::<*mut c_void, SetNThreads>(p) })
+}
