@@ -6,7 +6,7 @@
 
 use crate::ggml::gguf::{GgufMetadata, GgufWriter};
 use llama_sys as sys;
-use std::ffi::{c_char, c_void, CStr, CString};
+use std::ffi::{c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::ptr::NonNull;
@@ -53,58 +53,17 @@ pub type Result<T> = std::result::Result<T, LlamaError>;
 
 static BACKEND_INIT: Once = Once::new();
 
-/// Initialises libllama once per process and installs the log filter.
+pub use crate::ggml::log::add_log_hook;
+
+/// Initialises libllama once per process and routes its log through [`crate::ggml::log`].
 fn init_backend() {
     BACKEND_INIT.call_once(|| {
         // SAFETY: called exactly once (guarded by `Once`) before any other libllama call.
         unsafe { sys::llama_backend_init() };
-        // SAFETY: `log_filter` is a valid `extern "C"` function for the whole program lifetime and
-        // ignores its user data, so a null pointer is fine.
-        unsafe { sys::llama_log_set(Some(log_filter), std::ptr::null_mut()) };
+        // SAFETY: the trampoline is a valid `extern "C"` function for the whole program, never
+        // unwinds, and ignores its user data, so null is fine. libllama also sets it for ggml.
+        unsafe { sys::llama_log_set(Some(crate::ggml::log::trampoline), std::ptr::null_mut()) };
     });
-}
-
-/// Log level at or above which libllama messages reach stderr (`LLAMA_LOG=info|warn|error|none`).
-fn log_threshold() -> sys::ggml_log_level {
-    static LEVEL: std::sync::OnceLock<sys::ggml_log_level> = std::sync::OnceLock::new();
-    *LEVEL.get_or_init(|| match std::env::var("LLAMA_LOG").as_deref() {
-        Ok("debug") => sys::GGML_LOG_LEVEL_DEBUG,
-        Ok("info") => sys::GGML_LOG_LEVEL_INFO,
-        Ok("error") => sys::GGML_LOG_LEVEL_ERROR,
-        Ok("none") => sys::GGML_LOG_LEVEL_ERROR + 1,
-        _ => sys::GGML_LOG_LEVEL_WARN,
-    })
-}
-
-type LogHook = Box<dyn Fn(&str) + Send + Sync>;
-static LOG_HOOKS: std::sync::Mutex<Vec<LogHook>> = std::sync::Mutex::new(Vec::new());
-
-/// Registers a function that sees every libllama log line (all levels), e.g. to read the
-/// recurrent-state buffer line. Hooks live for the rest of the process.
-pub fn add_log_hook(hook: impl Fn(&str) + Send + Sync + 'static) {
-    init_backend();
-    LOG_HOOKS
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(Box::new(hook));
-}
-
-extern "C" fn log_filter(level: sys::ggml_log_level, text: *const c_char, _ud: *mut c_void) {
-    if text.is_null() {
-        return;
-    }
-    // SAFETY: libllama passes a NUL-terminated string that is valid for the duration of the call.
-    let msg = unsafe { CStr::from_ptr(text) }.to_string_lossy();
-    // A panic must not unwind into C; a poisoned hook list is still usable.
-    let _ = catch_unwind(AssertUnwindSafe(|| {
-        for hook in LOG_HOOKS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-            hook(&msg);
-        }
-        // CONT lines continue the previous message; show them when their level would be shown.
-        if level >= log_threshold() && level != sys::GGML_LOG_LEVEL_CONT {
-            eprint!("{msg}");
-        }
-    }));
 }
 
 /// Owner of a `llama_model*`.

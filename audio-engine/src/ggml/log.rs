@@ -2,8 +2,10 @@
 //!
 //! By default ggml prints everything (including per-graph debug chatter) to stderr. The first
 //! [`Context`](super::Context) or [`Backend`](super::Backend) this crate creates installs a quiet
-//! default instead: warnings and errors go to stderr, everything else is dropped. Call
-//! [`set_log_callback`] to receive every message yourself.
+//! default instead: warnings and errors go to stderr (`LLAMA_LOG=debug|info|warn|error|none`
+//! changes the level), everything else is dropped. Call [`set_log_callback`] to receive every
+//! message yourself, or [`add_log_hook`] to watch messages without changing what is printed.
+//! libllama's messages come through the same path (its log setter also sets ggml's).
 
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -40,6 +42,9 @@ impl LogLevel {
 pub type LogCallback = dyn Fn(LogLevel, &str) + Send + Sync + 'static;
 
 static USER_CALLBACK: RwLock<Option<Arc<LogCallback>>> = RwLock::new(None);
+/// A watcher registered with [`add_log_hook`].
+type LogHook = Box<dyn Fn(&str) + Send + Sync>;
+static HOOKS: RwLock<Vec<LogHook>> = RwLock::new(Vec::new());
 static INSTALL: Once = Once::new();
 /// Level of the last message, for `GGML_LOG_LEVEL_CONT` continuations.
 static LAST_LEVEL: AtomicU32 = AtomicU32::new(sys::GGML_LOG_LEVEL_INFO);
@@ -63,7 +68,33 @@ pub fn set_log_callback(callback: Option<Box<LogCallback>>) {
     *slot = callback.map(Arc::from);
 }
 
-unsafe extern "C" fn trampoline(level: u32, text: *const c_char, _user_data: *mut c_void) {
+/// Registers a function that sees every message at every level (e.g. to read a line libllama
+/// logs at start-up). Hooks live for the rest of the process.
+pub fn add_log_hook(hook: impl Fn(&str) + Send + Sync + 'static) {
+    ensure_installed();
+    HOOKS
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(Box::new(hook));
+}
+
+/// Minimum level printed by the default sink.
+fn default_threshold() -> Option<LogLevel> {
+    static LEVEL: std::sync::OnceLock<Option<LogLevel>> = std::sync::OnceLock::new();
+    *LEVEL.get_or_init(|| match std::env::var("LLAMA_LOG").as_deref() {
+        Ok("debug") => Some(LogLevel::Debug),
+        Ok("info") => Some(LogLevel::Info),
+        Ok("error") => Some(LogLevel::Error),
+        Ok("none") => None,
+        _ => Some(LogLevel::Warn),
+    })
+}
+
+pub(crate) unsafe extern "C" fn trampoline(
+    level: u32,
+    text: *const c_char,
+    _user_data: *mut c_void,
+) {
     if text.is_null() {
         return;
     }
@@ -83,13 +114,16 @@ unsafe extern "C" fn trampoline(level: u32, text: *const c_char, _user_data: *mu
 }
 
 fn dispatch(level: LogLevel, text: &str) {
+    for hook in HOOKS.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        hook(text);
+    }
     let callback = USER_CALLBACK
         .read()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     match callback {
         Some(cb) => cb(level, text),
-        None if level >= LogLevel::Warn => eprint!("{text}"),
+        None if default_threshold().is_some_and(|t| level >= t) => eprint!("{text}"),
         None => {}
     }
 }
