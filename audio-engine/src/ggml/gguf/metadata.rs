@@ -196,70 +196,7 @@ impl GgufMetadata {
         }
     }
 
-    /// A `u32` value.
-    pub fn get_u32(&self, key: &str) -> Result<u32> {
-        self.get_as(key)
-    }
-
-    /// An `i32` value.
-    pub fn get_i32(&self, key: &str) -> Result<i32> {
-        self.get_as(key)
-    }
-
-    /// A `u64` value.
-    pub fn get_u64(&self, key: &str) -> Result<u64> {
-        self.get_as(key)
-    }
-
-    /// An `i64` value.
-    pub fn get_i64(&self, key: &str) -> Result<i64> {
-        self.get_as(key)
-    }
-
-    /// An `f32` value.
-    pub fn get_f32(&self, key: &str) -> Result<f32> {
-        self.get_as(key)
-    }
-
-    /// An `f64` value.
-    pub fn get_f64(&self, key: &str) -> Result<f64> {
-        self.get_as(key)
-    }
-
-    /// A `bool` value.
-    pub fn get_bool(&self, key: &str) -> Result<bool> {
-        self.get_as(key)
-    }
-
-    /// A string value.
-    pub fn get_str(&self, key: &str) -> Result<&str> {
-        self.get_as(key)
-    }
-
-    /// An array value of any element type.
-    pub fn get_array(&self, key: &str) -> Result<&GgufArray> {
-        self.get_as(key)
-    }
-
-    /// An array of strings.
-    pub fn get_str_array(&self, key: &str) -> Result<&[String]> {
-        self.get_as(key)
-    }
-
-    /// An array of `i32`.
-    pub fn get_i32_array(&self, key: &str) -> Result<&[i32]> {
-        self.get_as(key)
-    }
-
-    /// An array of `u32`.
-    pub fn get_u32_array(&self, key: &str) -> Result<&[u32]> {
-        self.get_as(key)
-    }
-
-    /// An array of `f32`.
-    pub fn get_f32_array(&self, key: &str) -> Result<&[f32]> {
-        self.get_as(key)
-    }
+    typed_getters!();
 
     /// A value of any integer type (u8 … i64), converted losslessly to `T`.
     ///

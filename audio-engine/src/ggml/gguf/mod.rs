@@ -26,6 +26,36 @@
 //!
 //! [`GgmlType`]: crate::ggml::dtype::GgmlType
 
+/// The typed shortcuts over `get_as`, shared by [`GgufMetadata`] and [`GgufFile`] (which attaches
+/// its path to errors in its own `get_as`).
+macro_rules! typed_getters {
+    () => {
+        typed_getters! {
+            get_u32 -> u32: "A `u32` value.",
+            get_i32 -> i32: "An `i32` value.",
+            get_u64 -> u64: "A `u64` value.",
+            get_i64 -> i64: "An `i64` value.",
+            get_f32 -> f32: "An `f32` value.",
+            get_f64 -> f64: "An `f64` value.",
+            get_bool -> bool: "A `bool` value.",
+            get_str -> &str: "A string value.",
+            get_array -> &GgufArray: "An array value of any element type.",
+            get_str_array -> &[String]: "An array of strings.",
+            get_i32_array -> &[i32]: "An array of `i32`.",
+            get_u32_array -> &[u32]: "An array of `u32`.",
+            get_f32_array -> &[f32]: "An array of `f32`.",
+        }
+    };
+    ($($name:ident -> $ty:ty: $doc:literal,)*) => {
+        $(
+            #[doc = $doc]
+            pub fn $name(&self, key: &str) -> Result<$ty> {
+                self.get_as(key)
+            }
+        )*
+    };
+}
+
 mod error;
 mod file;
 mod metadata;
