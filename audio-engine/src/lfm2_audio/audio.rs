@@ -377,15 +377,7 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, AudioEr
     let table_len = (up as usize).saturating_mul(n_taps);
     let mut out = Vec::with_capacity(n_out);
     if table_len <= MAX_PHASE_TABLE {
-        let mut table = vec![0.0f64; table_len];
-        for (phase, taps) in table.chunks_exact_mut(n_taps).enumerate() {
-            let frac = phase as f64 / up as f64;
-            for (i, tap) in taps.iter_mut().enumerate() {
-                let j = i as i64 - (reach - 1);
-                *tap = kernel.eval(frac - j as f64);
-            }
-            normalise(taps);
-        }
+        let table = phase_table(&kernel, up as usize, n_taps, reach);
         for n in 0..n_out as u64 {
             let pos = n * down;
             let base = (pos / up) as i64;
@@ -397,15 +389,8 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, AudioEr
         // Too many exact phases: tabulate INTERP_PHASES + 1 evenly spaced phases and blend the
         // two neighbours of each output instant linearly (taps of each phase sum to one, so any
         // blend does too).
-        let mut table = vec![0.0f64; (INTERP_PHASES + 1) * n_taps];
-        for (q, taps) in table.chunks_exact_mut(n_taps).enumerate() {
-            let frac = q as f64 / INTERP_PHASES as f64;
-            for (i, tap) in taps.iter_mut().enumerate() {
-                let j = i as i64 - (reach - 1);
-                *tap = kernel.eval(frac - j as f64);
-            }
-            normalise(taps);
-        }
+        let mut table = phase_table(&kernel, INTERP_PHASES, n_taps, reach);
+        table.extend(phase_taps(&kernel, 1.0, n_taps, reach));
         for n in 0..n_out as u64 {
             let pos = n * down;
             let base = (pos / up) as i64;
@@ -420,6 +405,23 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, AudioEr
         }
     }
     Ok(out)
+}
+
+/// Normalised taps of the kernel at fractional offset `frac` (0 <= frac <= 1) for taps
+/// j in -(reach-1)..=reach.
+fn phase_taps(kernel: &Kernel, frac: f64, n_taps: usize, reach: i64) -> Vec<f64> {
+    let mut taps: Vec<f64> = (0..n_taps)
+        .map(|i| kernel.eval(frac - (i as i64 - (reach - 1)) as f64))
+        .collect();
+    normalise(&mut taps);
+    taps
+}
+
+/// `phases` evenly spaced phases k/phases (k = 0..phases), each `n_taps` wide, concatenated.
+fn phase_table(kernel: &Kernel, phases: usize, n_taps: usize, reach: i64) -> Vec<f64> {
+    (0..phases)
+        .flat_map(|k| phase_taps(kernel, k as f64 / phases as f64, n_taps, reach))
+        .collect()
 }
 
 fn normalise(taps: &mut [f64]) {
