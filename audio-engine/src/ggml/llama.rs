@@ -21,6 +21,14 @@ pub enum LlamaError {
         /// The file.
         path: String,
     },
+    /// The model could not be written.
+    #[error("failed to write model {path}: {reason}")]
+    Save {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
     /// A model built from metadata was rejected.
     #[error("failed to build a model from metadata: {0}")]
     FromMetadata(String),
@@ -214,6 +222,28 @@ impl LlamaModel {
             (None, None) => Err(LlamaError::FromMetadata(
                 "libllama rejected the model (see the log for the reason)".into(),
             )),
+        }
+    }
+
+    /// Writes the model (metadata and weights) as a GGUF file that [`LlamaModel::load`] reads.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let err = |reason: String| LlamaError::Save {
+            path: path.display().to_string(),
+            reason,
+        };
+        let c_path = CString::new(path.to_string_lossy().as_bytes())
+            .map_err(|_| err("the path contains a NUL byte".into()))?;
+        // libllama reports a failed write only in its log, so make sure no older file can pass
+        // for the result, then check that the file appeared.
+        match std::fs::remove_file(path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(err(e.to_string())),
+            _ => {}
+        }
+        // SAFETY: the model is alive and only read; `c_path` is a valid C string for the call.
+        unsafe { sys::llama_model_save_to_file(self.raw(), c_path.as_ptr()) };
+        match std::fs::metadata(path) {
+            Ok(m) if m.len() > 0 => Ok(()),
+            _ => Err(err("libllama could not write the file (see the log)".into())),
         }
     }
 
