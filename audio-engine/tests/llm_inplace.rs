@@ -176,10 +176,13 @@ fn run_child(spec: &str, gather: bool) -> Run {
     if gather {
         cmd.env("GGML_GDN_STATE_GATHER", "1");
     }
-    let status = cmd.status().expect("spawn child");
+    // Captured, so the child's own libtest summary does not mix into ours.
+    let out = cmd.output().expect("spawn child");
     assert!(
-        status.success(),
-        "child for {spec} (gather={gather}) failed"
+        out.status.success(),
+        "child for {spec} (gather={gather}) failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
     );
     let bytes = std::fs::read(&path).expect("child dump");
     let _ = std::fs::remove_file(&path);
