@@ -24,7 +24,7 @@ fn main() {
     let root = out_dir.join("llama.cpp");
     tree::copy_tree(&pristine, &root);
     patch::apply_series(&vendor.join("patches"), &root);
-    tree::write_version_headers(&pin, &root, &out_dir.join("gen"));
+    tree::write_version_headers(&pin, &out_dir.join("gen"));
 
     let target = target::Target::from_env();
     #[cfg(any(feature = "cuda", feature = "metal"))]

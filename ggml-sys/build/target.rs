@@ -52,7 +52,6 @@ impl Target {
             (_, "portable") => Vec::new(),
             ("x86_64" | "x86", cpu) => vec![format!("-march={cpu}")],
             ("aarch64", cpu) => vec![format!("-mcpu={cpu}")],
-            ("riscv64", "native") => Vec::new(),
             _ => Vec::new(),
         }
     }
