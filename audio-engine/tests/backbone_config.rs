@@ -259,7 +259,7 @@ fn wrong_architecture_is_named() {
     let (path, r) = load(&spec, "wrong-arch");
     let err = r.unwrap_err();
     assert!(
-        matches!(&err, LoadError::WrongArchitecture { file, found } if file == &path && found == "qwen35"),
+        matches!(&err, LoadError::WrongArchitecture { file, found, .. } if file == &path && found == "qwen35"),
         "{err}"
     );
     assert_names(&err, &path, "qwen35");

@@ -10,84 +10,12 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ggml::gguf::{GgufError, GgufFile, GgufValue, TensorInfo};
+use crate::ggml::gguf::{GgufFile, GgufValue, TensorInfo};
+
+pub use super::load_error::{LoadError, Result};
 use crate::ggml::GgmlType;
 
-/// The `general.architecture` a backbone file must declare.
-pub const LFM2_ARCH: &str = "lfm2";
-
-/// Why a backbone GGUF could not be loaded. Every variant names the file.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadError {
-    /// The file does not exist.
-    #[error("{}: file not found", file.display())]
-    MissingFile {
-        /// The path asked for.
-        file: PathBuf,
-    },
-    /// `general.architecture` is not `lfm2`.
-    #[error("{}: general.architecture is '{found}', expected '{LFM2_ARCH}'", file.display())]
-    WrongArchitecture {
-        /// The file.
-        file: PathBuf,
-        /// The architecture it declares.
-        found: String,
-    },
-    /// A required metadata key is absent.
-    #[error("{}: missing metadata key '{key}'", file.display())]
-    MissingKey {
-        /// The file.
-        file: PathBuf,
-        /// The key.
-        key: String,
-    },
-    /// A metadata key holds a value of the wrong type or an inconsistent value.
-    #[error("{}: metadata key '{key}': {reason}", file.display())]
-    BadValue {
-        /// The file.
-        file: PathBuf,
-        /// The key.
-        key: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A required tensor is absent.
-    #[error("{}: missing tensor '{tensor}'", file.display())]
-    MissingTensor {
-        /// The file.
-        file: PathBuf,
-        /// The tensor name.
-        tensor: String,
-    },
-    /// A tensor's shape (ggml order) differs from the one the config implies.
-    #[error("{}: tensor '{tensor}' has shape {found:?}, expected {expected:?} (ggml order)", file.display())]
-    BadShape {
-        /// The file.
-        file: PathBuf,
-        /// The tensor name.
-        tensor: String,
-        /// The expected shape, ggml order.
-        expected: Vec<u64>,
-        /// The stored shape, ggml order.
-        found: Vec<u64>,
-    },
-    /// A tensor is stored in a type the engine does not accept for it.
-    #[error("{}: tensor '{tensor}' has unsupported type {}", file.display(), found.name())]
-    BadType {
-        /// The file.
-        file: PathBuf,
-        /// The tensor name.
-        tensor: String,
-        /// The stored type.
-        found: GgmlType,
-    },
-    /// The GGUF container itself is malformed or unreadable.
-    #[error(transparent)]
-    Gguf(#[from] GgufError),
-}
-
-/// Result of backbone loading.
-pub type Result<T> = std::result::Result<T, LoadError>;
+pub use super::load_error::LFM2_ARCH;
 
 /// What a backbone layer mixes tokens with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -255,6 +183,7 @@ impl Lfm2Config {
             return Err(LoadError::WrongArchitecture {
                 file: keys.file.clone(),
                 found: arch.to_owned(),
+                expected: LFM2_ARCH.to_owned(),
             });
         }
         let k = |s: &str| format!("{LFM2_ARCH}.{s}");

@@ -1,0 +1,1 @@
+//! LFM2 backbone graphs and the decode cache (work in progress).

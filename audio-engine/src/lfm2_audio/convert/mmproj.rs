@@ -1,0 +1,1 @@
+//! Encoder + adapter part of the converter (work in progress).

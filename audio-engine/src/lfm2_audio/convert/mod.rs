@@ -1,0 +1,2 @@
+//! Hugging Face checkpoint to the four published GGUF files (work in progress).
+pub mod mmproj;

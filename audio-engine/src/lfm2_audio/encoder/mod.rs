@@ -1,0 +1,1 @@
+//! FastConformer audio encoder and adapter (work in progress).

@@ -1,0 +1,1 @@
+//! The four GGUF files of a model directory (work in progress).

@@ -1,0 +1,1 @@
+//! Byte-level BPE tokenizer read from the backbone GGUF (work in progress).
