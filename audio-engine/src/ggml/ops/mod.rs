@@ -10,6 +10,7 @@
 //! activations, GLUs, norms, ...), and neural-network kernels (`mul_mat`, `rope_ext`,
 //! `soft_max_ext`, `flash_attn_ext`, convolutions, `ssm_conv`, ...).
 
+mod extra_encoder;
 mod layout;
 mod math;
 mod nn;

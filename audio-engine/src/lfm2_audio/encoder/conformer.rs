@@ -1,0 +1,281 @@
+//! One FastConformer (macaron) layer:
+//! `x += 0.5 * FF1(LN x); x += RelPosMHA(LN x); x += Conv(LN x); x += 0.5 * FF2(LN x); LN_out`,
+//! with FF = Linear-SiLU-Linear, Transformer-XL relative-position attention (`pos_bias_u/v`,
+//! `linear_pos`, rel_shift, scale `1/sqrt(d_k)`) and Conv = pointwise -> GLU -> depthwise
+//! (non-causal, odd kernel) -> BatchNorm (folded to scale + shift by the converter) -> SiLU ->
+//! pointwise.
+
+use crate::ggml::{Context, Tensor};
+use crate::lfm2_audio::load_error::Result as LoadResult;
+use crate::lfm2_audio::weights::Weights;
+
+use super::config::{checked, EncoderConfig, Role};
+use super::EncodeResult;
+
+/// A LayerNorm's affine parameters.
+#[derive(Clone, Copy)]
+pub(crate) struct Norm<'a> {
+    pub(crate) w: Tensor<'a>,
+    pub(crate) b: Tensor<'a>,
+}
+
+/// A linear layer: `w` `[n_in, n_out]` (ggml order), optional bias `[n_out]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Linear<'a> {
+    pub(crate) w: Tensor<'a>,
+    pub(crate) b: Option<Tensor<'a>>,
+}
+
+/// `(x - mean) / sqrt(var + eps) * w + b` over each column of `x` `[d, T]`.
+pub(crate) fn layer_norm<'a>(
+    ctx: &'a Context,
+    x: Tensor<'a>,
+    n: &Norm<'a>,
+    eps: f32,
+) -> EncodeResult<Tensor<'a>> {
+    Ok(ctx.add(ctx.mul(ctx.norm(x, eps)?, n.w)?, n.b)?)
+}
+
+/// `W x + b` for `x` `[n_in, T]`.
+pub(crate) fn linear<'a>(
+    ctx: &'a Context,
+    x: Tensor<'a>,
+    l: &Linear<'a>,
+) -> EncodeResult<Tensor<'a>> {
+    let y = ctx.mul_mat(l.w, x)?;
+    Ok(match l.b {
+        Some(b) => ctx.add(y, b)?,
+        None => y,
+    })
+}
+
+/// The weights of one conformer layer.
+pub(crate) struct ConformerLayer<'a> {
+    ff1_norm: Norm<'a>,
+    ff1_up: Linear<'a>,
+    ff1_down: Linear<'a>,
+    att_norm: Norm<'a>,
+    q: Linear<'a>,
+    k: Linear<'a>,
+    v: Linear<'a>,
+    o: Linear<'a>,
+    pos: Linear<'a>,
+    pos_bias_u: Tensor<'a>,
+    pos_bias_v: Tensor<'a>,
+    conv_norm_in: Norm<'a>,
+    pw1: Linear<'a>,
+    dw: Linear<'a>,
+    bn: Norm<'a>,
+    pw2: Linear<'a>,
+    ff2_norm: Norm<'a>,
+    ff2_up: Linear<'a>,
+    ff2_down: Linear<'a>,
+    out_norm: Norm<'a>,
+}
+
+impl<'a> ConformerLayer<'a> {
+    /// Resolves and checks the tensors of layer `il` (names `a.blk.{il}.*`).
+    pub(crate) fn load(
+        w: &Weights<'a>,
+        cfg: &EncoderConfig,
+        il: usize,
+    ) -> LoadResult<ConformerLayer<'a>> {
+        let (d, ff, k) = (cfg.d_model, cfg.ff_dim, cfg.conv_kernel);
+        let name = |part: &str| format!("a.blk.{il}.{part}");
+        let norm = |part: &str| -> LoadResult<Norm<'a>> {
+            Ok(Norm {
+                w: checked(w, &name(&format!("{part}.weight")), &[d], Role::Vector)?,
+                b: checked(w, &name(&format!("{part}.bias")), &[d], Role::Vector)?,
+            })
+        };
+        let lin = |part: &str, n_in: usize, n_out: usize, bias: bool| -> LoadResult<Linear<'a>> {
+            let b = if bias {
+                Some(checked(
+                    w,
+                    &name(&format!("{part}.bias")),
+                    &[n_out],
+                    Role::Vector,
+                )?)
+            } else {
+                None
+            };
+            Ok(Linear {
+                w: checked(
+                    w,
+                    &name(&format!("{part}.weight")),
+                    &[n_in, n_out],
+                    Role::Matrix,
+                )?,
+                b,
+            })
+        };
+        let (dk, h) = (cfg.head_dim(), cfg.n_heads);
+        Ok(ConformerLayer {
+            ff1_norm: norm("ffn_norm")?,
+            ff1_up: lin("ffn_up", d, ff, true)?,
+            ff1_down: lin("ffn_down", ff, d, true)?,
+            att_norm: norm("ln1")?,
+            q: lin("attn_q", d, d, true)?,
+            k: lin("attn_k", d, d, true)?,
+            v: lin("attn_v", d, d, true)?,
+            o: lin("attn_out", d, d, true)?,
+            pos: lin("linear_pos", d, d, false)?,
+            pos_bias_u: checked(w, &name("pos_bias_u"), &[dk, h], Role::Vector)?,
+            pos_bias_v: checked(w, &name("pos_bias_v"), &[dk, h], Role::Vector)?,
+            conv_norm_in: norm("norm_conv")?,
+            pw1: lin("conv_pw1", d, 2 * d, true)?,
+            // the depthwise kernel feeds ssm_conv, which takes F32 `[K, d]`
+            dw: Linear {
+                w: checked(w, &name("conv_dw.weight"), &[k, d], Role::Vector)?,
+                b: Some(checked(w, &name("conv_dw.bias"), &[d], Role::Vector)?),
+            },
+            bn: norm("conv_norm")?,
+            pw2: lin("conv_pw2", d, d, true)?,
+            ff2_norm: norm("ffn_norm_1")?,
+            ff2_up: lin("ffn_up_1", d, ff, true)?,
+            ff2_down: lin("ffn_down_1", ff, d, true)?,
+            out_norm: norm("ln2")?,
+        })
+    }
+
+    /// `x` `[d, T]`, `pos_emb` `[d, 2T - 1]` (relative positions `T-1 .. -(T-1)`) -> `[d, T]`.
+    pub(crate) fn build(
+        &self,
+        ctx: &'a Context,
+        cfg: &EncoderConfig,
+        x: Tensor<'a>,
+        pos_emb: Tensor<'a>,
+    ) -> EncodeResult<Tensor<'a>> {
+        let eps = cfg.eps;
+        let ff = |x: Tensor<'a>, up: &Linear<'a>, down: &Linear<'a>| -> EncodeResult<Tensor<'a>> {
+            let h = ctx.silu(linear(ctx, x, up)?)?;
+            linear(ctx, h, down)
+        };
+        let h = ff(
+            layer_norm(ctx, x, &self.ff1_norm, eps)?,
+            &self.ff1_up,
+            &self.ff1_down,
+        )?;
+        let x = ctx.add(x, ctx.scale(h, 0.5)?)?;
+        let h = self.attention(ctx, cfg, layer_norm(ctx, x, &self.att_norm, eps)?, pos_emb)?;
+        let x = ctx.add(x, h)?;
+        let h = self.conv(ctx, cfg, layer_norm(ctx, x, &self.conv_norm_in, eps)?)?;
+        let x = ctx.add(x, h)?;
+        let h = ff(
+            layer_norm(ctx, x, &self.ff2_norm, eps)?,
+            &self.ff2_up,
+            &self.ff2_down,
+        )?;
+        let x = ctx.add(x, ctx.scale(h, 0.5)?)?;
+        layer_norm(ctx, x, &self.out_norm, eps)
+    }
+
+    fn attention(
+        &self,
+        ctx: &'a Context,
+        cfg: &EncoderConfig,
+        x: Tensor<'a>,
+        pos_emb: Tensor<'a>,
+    ) -> EncodeResult<Tensor<'a>> {
+        let (dk, h) = (cfg.head_dim() as i64, cfg.n_heads as i64);
+        let t = x.ne()[1];
+        let heads = |y: Tensor<'a>| -> EncodeResult<Tensor<'a>> {
+            let n = y.ne()[1];
+            Ok(ctx.reshape_3d(y, dk, h, n)?) // [dk, H, n]
+        };
+        // [dk, H, n] -> [dk, n, H], contiguous
+        let by_head = |y: Tensor<'a>| -> EncodeResult<Tensor<'a>> {
+            Ok(ctx.cont(ctx.permute(y, [0, 2, 1, 3])?)?)
+        };
+        let q = heads(linear(ctx, x, &self.q)?)?;
+        let q_u = by_head(ctx.add(q, self.pos_bias_u)?)?;
+        let q_v = by_head(ctx.add(q, self.pos_bias_v)?)?;
+        let k = by_head(heads(linear(ctx, x, &self.k)?)?)?;
+        let p = by_head(heads(linear(ctx, pos_emb, &self.pos)?)?)?; // [dk, 2T-1, H]
+
+        // content term: [T_k, T_q, H]
+        let ac = ctx.mul_mat(k, q_u)?;
+        // position term before the shift: bd_raw[p, i, h] for relative position T-1-p
+        let bd_raw = ctx.mul_mat(p, q_v)?; // [2T-1, T, H]
+                                           // rel_shift: bd[j, i] = bd_raw[T-1-i+j, i], i.e. row i starts T-1-i elements in; a
+                                           // view whose row stride is one element shorter than bd_raw's does exactly that.
+        let es = std::mem::size_of::<f32>();
+        let nb = bd_raw.nb();
+        let bd = ctx.view_3d(bd_raw, t, t, h, nb[1] - es, nb[2], (t as usize - 1) * es)?;
+        let scores = ctx.add(ac, ctx.cont(bd)?)?;
+        let attn = ctx.soft_max_ext(scores, None, 1.0 / (dk as f32).sqrt(), 0.0)?;
+
+        // V as [T, dk, H] so the product runs over the keys
+        let v = heads(linear(ctx, x, &self.v)?)?;
+        let v = ctx.cont(ctx.permute(v, [1, 2, 0, 3])?)?;
+        let o = ctx.mul_mat(v, attn)?; // [dk, T, H]
+        let o = ctx.cont(ctx.permute(o, [0, 2, 1, 3])?)?; // [dk, H, T]
+        let o = ctx.reshape_2d(o, dk * h, t)?;
+        linear(ctx, o, &self.o)
+    }
+
+    fn conv(
+        &self,
+        ctx: &'a Context,
+        cfg: &EncoderConfig,
+        x: Tensor<'a>,
+    ) -> EncodeResult<Tensor<'a>> {
+        let d = cfg.d_model as i64;
+        let y = linear(ctx, x, &self.pw1)?; // [2d, T]
+        let t = y.ne()[1];
+        let nb1 = y.nb()[1];
+        // GLU over channels: first half * sigmoid(second half)
+        let a = ctx.view_2d(y, d, t, nb1, 0)?;
+        let g = ctx.view_2d(y, d, t, nb1, d as usize * std::mem::size_of::<f32>())?;
+        let y = ctx.mul(ctx.cont(a)?, ctx.sigmoid(ctx.cont(g)?)?)?;
+        // depthwise conv over time as ssm_conv on [T + K - 1, d] (zero padded both sides);
+        // why ssm_conv: it is an F32 kernel on every backend, the conv_1d family rounds to F16
+        let half = (cfg.conv_kernel as i64 - 1) / 2;
+        let y = ctx.cont(ctx.transpose(y)?)?; // [T, d]
+        let y = ctx.pad_ext(y, [(half, half), (0, 0), (0, 0), (0, 0)])?;
+        let y = ctx.reshape_3d(y, t + 2 * half, d, 1)?;
+        let y = ctx.ssm_conv(y, self.dw.w)?; // [d, T, 1]
+        let y = ctx.reshape_2d(y, d, t)?;
+        let y = linear_bias(ctx, y, self.dw.b)?;
+        // folded BatchNorm
+        let y = ctx.add(ctx.mul(y, self.bn.w)?, self.bn.b)?;
+        let y = ctx.silu(y)?;
+        linear(ctx, y, &self.pw2)
+    }
+}
+
+fn linear_bias<'a>(
+    ctx: &'a Context,
+    y: Tensor<'a>,
+    b: Option<Tensor<'a>>,
+) -> EncodeResult<Tensor<'a>> {
+    Ok(match b {
+        Some(b) => ctx.add(y, b)?,
+        None => y,
+    })
+}
+
+/// The relative positional embeddings for `t` frames as NeMo's `RelPositionalEncoding` makes
+/// them (in f32): row `r` (of `2t - 1`) is position `t - 1 - r`, with
+/// `pe[2i] = sin(pos * w_i)`, `pe[2i + 1] = cos(pos * w_i)`, `w_i = exp(-2i ln(10000) / d)`.
+/// Returned as `[d, 2t - 1]` (each row contiguous).
+pub fn rel_pos_embedding(d_model: usize, t: usize) -> Vec<f32> {
+    let n = 2 * t - 1;
+    let mut pe = vec![0f32; d_model * n];
+    // why f32 throughout: torch builds the table in float32, and at positions of a few hundred
+    // the f32 rounding of `pos * w` is visible at the 1e-5 level.
+    let k = -(10000f64.ln() / d_model as f64) as f32;
+    let w: Vec<f32> = (0..d_model / 2)
+        .map(|i| ((2 * i) as f32 * k).exp())
+        .collect();
+    for r in 0..n {
+        let pos = (t as f32 - 1.0) - r as f32;
+        let row = &mut pe[r * d_model..(r + 1) * d_model];
+        for (i, &wi) in w.iter().enumerate() {
+            let a = pos * wi;
+            row[2 * i] = a.sin();
+            row[2 * i + 1] = a.cos();
+        }
+    }
+    pe
+}
