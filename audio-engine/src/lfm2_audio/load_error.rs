@@ -83,6 +83,24 @@ pub enum LoadError {
         /// What ggml reported.
         source: GgmlError,
     },
+    /// A model directory holds no `<model>-<q>.gguf` backbone (or none of the asked quantization).
+    #[error("{}: no model package{} (expected <model>-<F32|F16|Q8_0|Q4_0>.gguf with its mmproj-, vocoder- and tokenizer- files){}", dir.display(), wanted.as_ref().map(|q| format!(" at {q}")).unwrap_or_default(), if found.is_empty() { String::new() } else { format!("; found: {}", found.join(", ")) })]
+    NoPackage {
+        /// The directory.
+        dir: PathBuf,
+        /// The quantization asked for, if any.
+        wanted: Option<String>,
+        /// The packages present (`<model>-<q>`), if any.
+        found: Vec<String>,
+    },
+    /// A model directory holds several packages and the caller did not choose one.
+    #[error("{}: several model packages, choose one: {}", dir.display(), found.join(", "))]
+    AmbiguousPackage {
+        /// The directory.
+        dir: PathBuf,
+        /// The packages present (`<model>-<q>`).
+        found: Vec<String>,
+    },
     /// The GGUF container itself is malformed or unreadable.
     #[error(transparent)]
     Gguf(#[from] GgufError),

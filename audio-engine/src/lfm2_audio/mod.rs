@@ -11,6 +11,7 @@ pub mod package;
 pub mod safetensors;
 pub mod synthetic;
 pub mod tokenizer;
+pub mod vocoder_config;
 pub mod weights;
 
 pub use load_error::LoadError;

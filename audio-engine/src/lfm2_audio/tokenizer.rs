@@ -1,1 +1,0 @@
-//! Byte-level BPE tokenizer read from the backbone GGUF (work in progress).
