@@ -285,8 +285,8 @@ fn tiny_checkpoint(dir: &Path) {
     w.write(dd.join("model.safetensors")).unwrap();
 }
 
-/// Until the encoder converter lands: an mmproj with the published markers and the audio-code
-/// embedding, so the package opens.
+/// The tiny checkpoint has no encoder (the mmproj converter has its own tests): an mmproj with
+/// the published markers and the audio-code embedding, so the package opens.
 fn stub_mmproj(path: &Path) {
     let mut w = GgufWriter::new();
     w.add_kv("general.architecture", "clip").unwrap();
@@ -313,7 +313,7 @@ impl Progress for Count {
     }
 }
 
-/// Converts `ckpt` at `ty` into `out` (the mmproj stubbed while its converter is missing).
+/// Converts `ckpt` at `ty` into `out` (the mmproj stubbed: the tiny checkpoint has no encoder).
 fn package(ckpt: &Path, out: &Path, ty: OutType) -> PackagePaths {
     let parts = Parts {
         mmproj: false,
@@ -833,6 +833,16 @@ fn converter_errors_are_typed() {
         ckpt.join("audio_detokenizer/model.safetensors"),
     )
     .unwrap();
+    // The full conversion runs the mmproj step, which needs the encoder's config.
+    match convert(&ckpt, &out, MODEL, OutType::F16, &mut NoProgress) {
+        Err(ConvertError::BadConfig { file, reason }) => {
+            assert!(
+                file.ends_with("config.json") && reason.contains("encoder"),
+                "{reason}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
     // A backbone config without its `lfm` section.
     let cfg = std::fs::read_to_string(ckpt.join("config.json")).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&cfg).unwrap();

@@ -330,16 +330,10 @@ pub fn convert_files(
 
 /// Writes the mmproj file through the encoder converter.
 fn mmproj_step(
-    _ckpt: &HfCheckpoint,
+    ckpt: &HfCheckpoint,
     out: &Path,
-    _ty: OutType,
-    _progress: &mut dyn Progress,
+    ty: OutType,
+    progress: &mut dyn Progress,
 ) -> Result<()> {
-    // The encoder + adapter converter (`mmproj::convert_mmproj`) is not on this branch yet.
-    Err(ConvertError::BadArgument {
-        reason: format!(
-            "{}: the mmproj converter is not available in this build",
-            out.display()
-        ),
-    })
+    mmproj::convert_mmproj(ckpt, out, ty, progress)
 }
