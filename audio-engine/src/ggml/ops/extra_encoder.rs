@@ -1,5 +1,7 @@
 //! Operations the FastConformer audio encoder needs beyond the common set: the direct (F32)
-//! depthwise 2-d convolution of its `dw_striding` subsampling.
+//! 2-d convolutions of its `dw_striding` subsampling. ggml's `ggml_conv_2d` and
+//! `ggml_conv_2d_dw` go through an F16 `im2col` even for F32 kernels; the direct variants keep
+//! F32 activations when the kernel is F32.
 
 use ggml_sys as sys;
 
@@ -12,6 +14,37 @@ use super::{c_int, check_new_shape, expect_contiguous, expect_type, fmt_ne, F32_
 /// ggml's `ggml_calc_conv_output_size` (C integer division, truncating toward zero).
 fn conv_out(ins: i64, ks: i64, s: i64, p: i64, d: i64) -> i64 {
     (ins + 2 * p - d * (ks - 1) - 1) / s + 1
+}
+
+/// Checks stride, padding and dilation (and that they fit C `int`s).
+fn check_params(op: &'static str, s: [i64; 2], p: [i64; 2], d: [i64; 2]) -> Result<()> {
+    if s.iter().any(|&v| v < 1) || d.iter().any(|&v| v < 1) || p.iter().any(|&v| v < 0) {
+        return Err(GgmlError::arg(
+            op,
+            format!("strides {s:?} and dilations {d:?} must be >= 1, paddings {p:?} >= 0"),
+        ));
+    }
+    for &v in s.iter().chain(&p).chain(&d) {
+        c_int(op, "convolution parameter", v)?;
+    }
+    Ok(())
+}
+
+/// Output width and height of a 2-d convolution of `data` by `kernel`, both positive.
+fn out_size(
+    op: &'static str,
+    kernel: [i64; 4],
+    data: [i64; 4],
+    s: [i64; 2],
+    p: [i64; 2],
+    d: [i64; 2],
+) -> Result<(i64, i64)> {
+    let ow = conv_out(data[0], kernel[0], s[0], p[0], d[0]);
+    let oh = conv_out(data[1], kernel[1], s[1], p[1], d[1]);
+    if ow <= 0 || oh <= 0 {
+        return Err(GgmlError::shape(op, "data too small for the kernel"));
+    }
+    Ok((ow, oh))
 }
 
 impl Context {
@@ -35,21 +68,7 @@ impl Context {
         // why: the CPU kernel supports WHCN-contiguous data (and a CWHN permutation we do not
         // produce); anything else aborts the process.
         expect_contiguous(OP, "data", b)?;
-        if stride.iter().any(|&v| v < 1)
-            || dilation.iter().any(|&v| v < 1)
-            || padding.iter().any(|&v| v < 0)
-        {
-            return Err(GgmlError::arg(
-                OP,
-                format!(
-                    "strides {stride:?} and dilations {dilation:?} must be >= 1, paddings \
-                     {padding:?} >= 0"
-                ),
-            ));
-        }
-        for &v in stride.iter().chain(&padding).chain(&dilation) {
-            c_int(OP, "convolution parameter", v)?;
-        }
+        check_params(OP, stride, padding, dilation)?;
         let (na, nb) = (a.ne(), b.ne());
         if na[2] != 1 || na[3] != nb[2] {
             return Err(GgmlError::shape(
@@ -61,11 +80,7 @@ impl Context {
                 ),
             ));
         }
-        let ow = conv_out(nb[0], na[0], stride[0], padding[0], dilation[0]);
-        let oh = conv_out(nb[1], na[1], stride[1], padding[1], dilation[1]);
-        if ow <= 0 || oh <= 0 {
-            return Err(GgmlError::shape(OP, "data too small for the kernel"));
-        }
+        let (ow, oh) = out_size(OP, na, nb, stride, padding, dilation)?;
         check_new_shape(OP, GgmlType::F32, &[ow, oh, nb[2], nb[3]])?;
         let [s0, s1] = stride.map(|v| v as i32);
         let [p0, p1] = padding.map(|v| v as i32);
@@ -75,6 +90,46 @@ impl Context {
         // layout (contiguous data) requirements hold.
         self.build(|ctx| unsafe {
             sys::ggml_conv_2d_dw_direct(ctx, a.as_ptr(), b.as_ptr(), s0, s1, p0, p1, d0, d1)
+        })
+    }
+
+    /// 2-d convolution computed by the direct kernel (patches in the kernel's type, so F32
+    /// throughout for an F32 kernel): kernel `a` `[KW, KH, IC, OC]` (contiguous F32 or F16) over
+    /// data `b` `[W, H, IC, N]` (F32, any strides); the result is F32 `[OW, OH, OC, N]`.
+    pub fn conv_2d_direct<'a>(
+        &'a self,
+        a: Tensor<'a>,
+        b: Tensor<'a>,
+        stride: [i64; 2],
+        padding: [i64; 2],
+        dilation: [i64; 2],
+    ) -> Result<Tensor<'a>> {
+        const OP: &str = "conv_2d_direct";
+        expect_type(OP, "kernel", a, F32_F16)?;
+        expect_type(OP, "data", b, F32_ONLY)?;
+        expect_contiguous(OP, "kernel", a)?;
+        check_params(OP, stride, padding, dilation)?;
+        let (na, nb) = (a.ne(), b.ne());
+        if na[2] != nb[2] {
+            return Err(GgmlError::shape(
+                OP,
+                format!(
+                    "kernel {} and data {} differ in channels",
+                    fmt_ne(na),
+                    fmt_ne(nb)
+                ),
+            ));
+        }
+        let (ow, oh) = out_size(OP, na, nb, stride, padding, dilation)?;
+        check_new_shape(OP, GgmlType::F32, &[ow, oh, na[3], nb[3]])?;
+        let [s0, s1] = stride.map(|v| v as i32);
+        let [p0, p1] = padding.map(|v| v as i32);
+        let [d0, d1] = dilation.map(|v| v as i32);
+        // SAFETY: `a` and `b` are live; `a.ne[2] == b.ne[2]` (ggml's assert), the output shape
+        // is valid, and the CPU kernel's requirements hold (contiguous F32/F16 kernel, F32 data
+        // read through its strides).
+        self.build(|ctx| unsafe {
+            sys::ggml_conv_2d_direct(ctx, a.as_ptr(), b.as_ptr(), s0, s1, p0, p1, d0, d1)
         })
     }
 }

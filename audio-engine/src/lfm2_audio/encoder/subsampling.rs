@@ -53,7 +53,8 @@ impl<'a> Subsampling<'a> {
     pub(crate) fn build(&self, ctx: &'a Context, mel: Tensor<'a>) -> EncodeResult<Tensor<'a>> {
         // conv_2d sees the input as an image [W = mel, H = time, IC = 1, N = 1]
         let (w, b) = self.conv0;
-        let x = ctx.conv_2d(w, mel, [2, 2], [1, 1], [1, 1])?; // [F1, T1, C]
+        // why direct: ggml_conv_2d rounds the activations to F16 in its im2col
+        let x = ctx.conv_2d_direct(w, mel, [2, 2], [1, 1], [1, 1])?; // [F1, T1, C]
         let x = ctx.relu(ctx.add(x, b)?)?;
         let mut x = x;
         for (dw, pw) in [(self.dw1, self.pw1), (self.dw2, self.pw2)] {
@@ -61,8 +62,7 @@ impl<'a> Subsampling<'a> {
             // activations to F16.
             x = ctx.conv_2d_dw_direct(dw.0, x, [2, 2], [1, 1], [1, 1])?;
             x = ctx.add(x, dw.1)?;
-            // 1x1 conv: im2col of an F32 kernel is F32, so this is an exact F32 product
-            x = ctx.conv_2d(pw.0, x, [1, 1], [0, 0], [1, 1])?;
+            x = ctx.conv_2d_direct(pw.0, x, [1, 1], [0, 0], [1, 1])?;
             x = ctx.relu(ctx.add(x, pw.1)?)?;
         }
         // [F, T, C] -> [F, C, T] -> rows of C*F features, channel-major like torch's
