@@ -335,6 +335,10 @@ pub struct ContextOptions {
     pub n_rs_seq: u32,
     /// Threads for decode and for batch prefill.
     pub n_threads: i32,
+    /// Keep the attention K/V cache in F32 (libllama's default is F16) and compute attention
+    /// without flash attention (whose CPU kernel rounds through F16): for comparisons against
+    /// other implementations to float rounding.
+    pub exact_attention: bool,
 }
 
 impl Default for ContextOptions {
@@ -346,6 +350,7 @@ impl Default for ContextOptions {
             n_seq_max: 1,
             n_rs_seq: 0,
             n_threads: 2,
+            exact_attention: false,
         }
     }
 }
@@ -430,6 +435,11 @@ impl LlamaContext {
         p.n_threads = opts.n_threads;
         p.n_threads_batch = opts.n_threads;
         p.no_perf = true;
+        if opts.exact_attention {
+            p.type_k = sys::GGML_TYPE_F32;
+            p.type_v = sys::GGML_TYPE_F32;
+            p.flash_attn_type = sys::LLAMA_FLASH_ATTN_TYPE_DISABLED;
+        }
         let mut observer = observer.map(Box::new);
         if let Some(obs) = observer.as_mut() {
             p.cb_eval = Some(eval_callback);

@@ -84,6 +84,7 @@ impl Decoder {
             n_seq_max: cfg.n_seq_max,
             n_rs_seq: cfg.n_rs_seq,
             n_threads: cfg.n_threads,
+            exact_attention: false,
         };
         let ctx = LlamaContext::new(model, &opts, observer)?;
         let seqs = (0..cfg.n_seq_max).map(|_| None).collect();

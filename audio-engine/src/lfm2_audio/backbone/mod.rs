@@ -1,1 +1,226 @@
-//! LFM2 backbone graphs and the decode cache (work in progress).
+//! The LFM2 backbone as ggml graphs built in Rust, with an engine-owned decode cache.
+//!
+//! One [`Backbone::forward`] call runs a chunk of positions of one sequence: text ids, audio-in
+//! embeddings (adapter output rows) and audio-out frames (summed code embeddings), in any mix.
+//! It writes the chunk's K/V rows and conv tails into a [`DecodeCache`], attends only to the
+//! cache rows up to the chunk's own end (so its bits never depend on the cache's capacity), and
+//! returns the final-norm hidden states and, when asked, the text logits of the chosen rows.
+
+pub mod cache;
+mod graph;
+
+use std::sync::Arc;
+
+use crate::ggml::{Backend, GgmlError, GraphAllocator};
+
+use super::backbone_config::{Lfm2Backbone, Lfm2Config, Lfm2Tensors};
+use super::load_error::LoadError;
+use super::weights::WeightFile;
+
+pub use cache::{DecodeCache, BLOCK_POSITIONS};
+
+/// Why a backbone run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackboneError {
+    /// The chunk does not fit in the cache.
+    #[error("the decode cache holds {capacity} positions; this run needs {needed}")]
+    Capacity {
+        /// Positions the run would reach.
+        needed: usize,
+        /// The cache's capacity.
+        capacity: usize,
+    },
+    /// The input is malformed (empty chunk, wrong embedding width, code out of range, ...).
+    #[error("invalid backbone input: {0}")]
+    Input(String),
+    /// The cache's memory could not be mapped.
+    #[error("cannot map {bytes} bytes for the decode cache: {reason}")]
+    CacheMemory {
+        /// The size asked for.
+        bytes: usize,
+        /// The OS error.
+        reason: String,
+    },
+    /// The cache was made for another model.
+    #[error("the decode cache does not match this backbone's layers")]
+    CacheMismatch,
+    /// The model has no audio-code embedding table but a frame was given.
+    #[error("no audio-code embedding table is loaded, so frames cannot be embedded")]
+    NoAudioCodes,
+    /// ggml rejected an operation or failed to compute.
+    #[error(transparent)]
+    Ggml(#[from] GgmlError),
+}
+
+/// One input position of a forward chunk.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Position<'a> {
+    /// A text token id.
+    Text(u32),
+    /// An audio-in embedding (one adapter output row, `hidden` values).
+    Audio(&'a [f32]),
+    /// An audio-out frame: one code per codebook, embedded as the sum of the codebooks' rows.
+    Frame(&'a [u32]),
+}
+
+/// Which rows a forward call returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Only the chunk's last position (decode steps, end of prefill).
+    Last,
+    /// Every position of the chunk (tests, scoring).
+    All,
+    /// Nothing (prefill blocks whose outputs nobody reads).
+    None,
+}
+
+/// What a forward call returns, for the requested rows in position order.
+#[derive(Debug, Clone, Default)]
+pub struct ForwardOutput {
+    /// Number of rows returned.
+    pub rows: usize,
+    /// Final-norm hidden states, `rows x hidden`, row-major.
+    pub hidden: Vec<f32>,
+    /// Text logits, `rows x vocab`, when asked for.
+    pub logits: Option<Vec<f32>>,
+}
+
+/// The table audio-out codes are embedded with: `[hidden, codebooks * codebook_size]`.
+#[derive(Debug, Clone)]
+pub struct AudioCodeTable {
+    file: Arc<WeightFile>,
+    name: String,
+    codebooks: usize,
+    codebook_size: usize,
+}
+
+impl AudioCodeTable {
+    /// The table `name` of `file`, split into `codebooks` codebooks (its rows must divide).
+    pub fn new(
+        file: Arc<WeightFile>,
+        name: &str,
+        codebooks: usize,
+        hidden: usize,
+    ) -> Result<AudioCodeTable, LoadError> {
+        let w = file.view();
+        let t = w.get(name)?;
+        let ne = t.ne();
+        if ne[0] as usize != hidden || codebooks == 0 || ne[1] as usize % codebooks != 0 {
+            return Err(LoadError::BadShape {
+                file: file.path().to_path_buf(),
+                tensor: name.to_owned(),
+                expected: vec![
+                    hidden as u64,
+                    codebooks as u64 * (ne[1] as u64 / codebooks.max(1) as u64),
+                ],
+                found: vec![ne[0] as u64, ne[1] as u64],
+            });
+        }
+        let codebook_size = ne[1] as usize / codebooks;
+        Ok(AudioCodeTable {
+            file: file.clone(),
+            name: name.to_owned(),
+            codebooks,
+            codebook_size,
+        })
+    }
+
+    /// Number of codebooks.
+    pub fn codebooks(&self) -> usize {
+        self.codebooks
+    }
+
+    /// Entries per codebook (codes `0..codebook_size`).
+    pub fn codebook_size(&self) -> usize {
+        self.codebook_size
+    }
+}
+
+/// A loaded LFM2 backbone.
+pub struct Backbone {
+    config: Lfm2Config,
+    tensors: Lfm2Tensors,
+    weights: Arc<WeightFile>,
+    audio_codes: Option<AudioCodeTable>,
+    backend: Backend,
+    alloc: GraphAllocator,
+}
+
+impl std::fmt::Debug for Backbone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backbone")
+            .field("config", &self.config)
+            .field("weights", &self.weights)
+            .finish()
+    }
+}
+
+impl Backbone {
+    /// Loads a validated backbone file onto `backend`.
+    pub fn load(file: Lfm2Backbone, backend: &Backend) -> Result<Backbone, LoadError> {
+        let Lfm2Backbone {
+            gguf,
+            config,
+            tensors,
+        } = file;
+        // why: the tokenizer arrays are metadata, not tensors; every tensor of the file is used.
+        let weights = Arc::new(WeightFile::load(gguf, backend)?);
+        let alloc = GraphAllocator::new(backend).map_err(|source| LoadError::Backend {
+            file: weights.path().to_path_buf(),
+            source,
+        })?;
+        Ok(Backbone {
+            config,
+            tensors,
+            weights,
+            audio_codes: None,
+            backend: backend.clone(),
+            alloc,
+        })
+    }
+
+    /// Sets the table audio-out frames are embedded with.
+    pub fn set_audio_codes(&mut self, table: AudioCodeTable) {
+        self.audio_codes = Some(table);
+    }
+
+    /// The audio-code table, if set.
+    pub fn audio_codes(&self) -> Option<&AudioCodeTable> {
+        self.audio_codes.as_ref()
+    }
+
+    /// Hyperparameters.
+    pub fn config(&self) -> &Lfm2Config {
+        &self.config
+    }
+
+    /// The loaded weights (metadata included).
+    pub fn weights(&self) -> &Arc<WeightFile> {
+        &self.weights
+    }
+
+    /// The backend the graphs run on.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// A decode cache for `capacity` positions on this backbone's backend.
+    pub fn new_cache(&self, capacity: usize) -> Result<DecodeCache, BackboneError> {
+        DecodeCache::new(&self.config, &self.backend, capacity)
+    }
+
+    /// Runs `positions` at the cache's next positions, writes them into the cache and returns
+    /// the requested rows. On error the cache's length is unchanged (its rows past the length
+    /// may have been overwritten, which no later run reads).
+    pub fn forward(
+        &self,
+        cache: &mut DecodeCache,
+        positions: &[Position<'_>],
+        rows: Rows,
+        logits: bool,
+    ) -> Result<ForwardOutput, BackboneError> {
+        let out = graph::run(self, cache, positions, rows, logits)?;
+        cache.advance(positions.len());
+        Ok(out)
+    }
+}

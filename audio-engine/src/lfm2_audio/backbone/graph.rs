@@ -1,0 +1,468 @@
+//! The LFM2 forward graph of one chunk (llama.cpp's `src/models/lfm2.cpp` in spirit): per
+//! layer RMSNorm -> (gated short conv | GQA attention with q/k norm and NEOX RoPE) -> residual
+//! -> RMSNorm -> SwiGLU -> residual; final RMSNorm; tied text head.
+
+use crate::ggml::{Context, GgmlType, RopeMode, RopeParams, Tensor};
+
+use super::super::backbone_config::{LayerKind, LayerTensors, MixerTensors};
+use super::super::weights::Weights;
+use super::cache::{DecodeCache, LayerSlot};
+use super::{Backbone, BackboneError, ForwardOutput, Position, Rows};
+
+/// Nodes one graph may hold: ~40 per layer plus the embedding and head.
+const GRAPH_SIZE: usize = 4096;
+
+type R<T> = Result<T, BackboneError>;
+
+/// The chunk's inputs, grouped by kind, and where each position's row comes from.
+struct Inputs {
+    text: Vec<i32>,
+    audio: Vec<f32>,
+    codes: Vec<i32>,
+    n_audio: usize,
+    n_frames: usize,
+    /// Row of the concatenated [text | audio | frames] embeddings for each position.
+    order: Vec<i32>,
+}
+
+fn gather(bb: &Backbone, positions: &[Position<'_>]) -> R<Inputs> {
+    let cfg = &bb.config;
+    let h = cfg.hidden_size as usize;
+    let (mut text, mut audio, mut codes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut kinds = Vec::with_capacity(positions.len());
+    for (i, p) in positions.iter().enumerate() {
+        match *p {
+            Position::Text(id) => {
+                if id >= cfg.vocab_size {
+                    return Err(BackboneError::Input(format!(
+                        "position {i}: token id {id} is outside the vocabulary ({})",
+                        cfg.vocab_size
+                    )));
+                }
+                kinds.push((0u8, text.len()));
+                text.push(id as i32);
+            }
+            Position::Audio(row) => {
+                if row.len() != h {
+                    return Err(BackboneError::Input(format!(
+                        "position {i}: audio embedding has {} values, the backbone is {h} wide",
+                        row.len()
+                    )));
+                }
+                if row.iter().any(|v| !v.is_finite()) {
+                    return Err(BackboneError::Input(format!(
+                        "position {i}: audio embedding is not finite"
+                    )));
+                }
+                kinds.push((1, audio.len() / h));
+                audio.extend_from_slice(row);
+            }
+            Position::Frame(frame) => {
+                let table = bb.audio_codes.as_ref().ok_or(BackboneError::NoAudioCodes)?;
+                if frame.len() != table.codebooks {
+                    return Err(BackboneError::Input(format!(
+                        "position {i}: frame has {} codes, the model has {} codebooks",
+                        frame.len(),
+                        table.codebooks
+                    )));
+                }
+                kinds.push((2, codes.len() / table.codebooks));
+                for (cb, &c) in frame.iter().enumerate() {
+                    if c as usize >= table.codebook_size {
+                        return Err(BackboneError::Input(format!(
+                            "position {i}: code {c} of codebook {cb} is outside 0..{}",
+                            table.codebook_size
+                        )));
+                    }
+                    // why: the table stacks the codebooks, `codebook_size` rows each.
+                    codes.push((c as usize + cb * table.codebook_size) as i32);
+                }
+            }
+        }
+    }
+    let n_audio = audio.len() / h;
+    let n_frames = bb
+        .audio_codes
+        .as_ref()
+        .map_or(0, |t| codes.len() / t.codebooks);
+    let order = kinds
+        .iter()
+        .map(|&(k, j)| {
+            (match k {
+                0 => j,
+                1 => text.len() + j,
+                _ => text.len() + n_audio + j,
+            }) as i32
+        })
+        .collect();
+    Ok(Inputs {
+        text,
+        audio,
+        codes,
+        n_audio,
+        n_frames,
+        order,
+    })
+}
+
+/// Input tensors created in the graph context, filled after allocation.
+struct InputTensors<'a> {
+    text: Option<Tensor<'a>>,
+    audio: Option<Tensor<'a>>,
+    codes: Option<Tensor<'a>>,
+    order: Option<Tensor<'a>>,
+    pos: Tensor<'a>,
+    mask: Option<Tensor<'a>>,
+}
+
+fn input<'a>(ctx: &'a Context, t: Tensor<'a>, name: &str) -> R<Tensor<'a>> {
+    t.set_name(name)?;
+    t.set_input();
+    let _ = ctx;
+    Ok(t)
+}
+
+/// The embeddings of the chunk in position order: `[hidden, n]`.
+fn embed<'a>(
+    ctx: &'a Context,
+    bb: &Backbone,
+    w: &Weights<'a>,
+    table: Option<Tensor<'a>>,
+    inp: &Inputs,
+    it: &mut InputTensors<'a>,
+) -> R<Tensor<'a>> {
+    let h = i64::from(bb.config.hidden_size);
+    let mut pieces = Vec::new();
+    if !inp.text.is_empty() {
+        let ids = input(
+            ctx,
+            ctx.new_tensor_1d(GgmlType::I32, inp.text.len() as i64)?,
+            "inp_text",
+        )?;
+        it.text = Some(ids);
+        pieces.push(ctx.get_rows(w.get(&bb.tensors.token_embd).map_err(load_err)?, ids)?);
+    }
+    if inp.n_audio > 0 {
+        let a = input(
+            ctx,
+            ctx.new_tensor_2d(GgmlType::F32, h, inp.n_audio as i64)?,
+            "inp_audio",
+        )?;
+        it.audio = Some(a);
+        pieces.push(a);
+    }
+    if inp.n_frames > 0 {
+        let table = table.ok_or(BackboneError::NoAudioCodes)?;
+        let ncb = inp.codes.len() / inp.n_frames;
+        let idx = input(
+            ctx,
+            ctx.new_tensor_1d(GgmlType::I32, inp.codes.len() as i64)?,
+            "inp_codes",
+        )?;
+        it.codes = Some(idx);
+        // [hidden, codebooks * frames]: codebook rows of frame f at columns f*ncb .. f*ncb+ncb.
+        let rows = ctx.get_rows(table, idx)?;
+        let stride = rows.nb()[1] * ncb;
+        let col = |cb: usize| ctx.view_2d(rows, h, inp.n_frames as i64, stride, cb * rows.nb()[1]);
+        // why: codebook 0 first, then each next one added in order (a fixed summation order).
+        let mut sum = ctx.cont(col(0)?)?;
+        for cb in 1..ncb {
+            sum = ctx.add(sum, col(cb)?)?;
+        }
+        pieces.push(sum);
+    }
+    let mut x = pieces[0];
+    for &p in &pieces[1..] {
+        x = ctx.concat(x, p, 1)?;
+    }
+    let identity = inp.order.iter().enumerate().all(|(i, &j)| i as i32 == j);
+    if !identity {
+        let order = input(
+            ctx,
+            ctx.new_tensor_1d(GgmlType::I32, inp.order.len() as i64)?,
+            "inp_order",
+        )?;
+        it.order = Some(order);
+        x = ctx.get_rows(x, order)?;
+    }
+    Ok(x)
+}
+
+fn load_err(e: super::super::load_error::LoadError) -> BackboneError {
+    BackboneError::Input(e.to_string())
+}
+
+/// RMSNorm of each column times `weight`.
+fn rms<'a>(ctx: &'a Context, x: Tensor<'a>, weight: Tensor<'a>, eps: f32) -> R<Tensor<'a>> {
+    Ok(ctx.mul(ctx.rms_norm(x, eps)?, weight)?)
+}
+
+struct Chunk {
+    p0: usize,
+    n: usize,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attention<'a>(
+    ctx: &'a Context,
+    bb: &Backbone,
+    w: &Weights<'a>,
+    l: &LayerTensors,
+    cache_k: Tensor<'a>,
+    cache_v: Tensor<'a>,
+    x: Tensor<'a>,
+    it: &InputTensors<'a>,
+    chunk: &Chunk,
+    g: &mut crate::ggml::Graph<'a>,
+) -> R<Tensor<'a>> {
+    let MixerTensors::Attention {
+        q,
+        k,
+        v,
+        output,
+        q_norm,
+        k_norm,
+    } = &l.mixer
+    else {
+        unreachable!("attention() is only called for attention layers");
+    };
+    let cfg = &bb.config;
+    let get = |name: &str| w.get(name).map_err(load_err);
+    let hd = i64::from(cfg.head_dim);
+    let nh = i64::from(cfg.num_attention_heads);
+    let nkv = i64::from(cfg.num_key_value_heads[l.index]);
+    let n = chunk.n as i64;
+    let kv_len = (chunk.p0 + chunk.n) as i64;
+    let eps = cfg.norm_eps;
+
+    let qc = ctx.reshape_3d(ctx.mul_mat(get(q)?, x)?, hd, nh, n)?;
+    let kc = ctx.reshape_3d(ctx.mul_mat(get(k)?, x)?, hd, nkv, n)?;
+    let vc = ctx.mul_mat(get(v)?, x)?; // [hd*nkv, n]
+    let qc = rms(ctx, qc, get(q_norm)?, eps)?;
+    let kc = rms(ctx, kc, get(k_norm)?, eps)?;
+    let rope = RopeParams::new(cfg.head_dim as usize, RopeMode::Neox, cfg.rope_theta);
+    let qc = ctx.rope_ext(qc, it.pos, None, rope)?;
+    let kc = ctx.rope_ext(kc, it.pos, None, rope)?;
+
+    // Write this chunk's rows, then read rows [0, p0 + n): expanding the copies first puts
+    // them before the reads in the graph's execution order.
+    let row = cache_k.nb()[1];
+    let k_dst = ctx.view_2d(cache_k, hd * nkv, n, row, chunk.p0 * row)?;
+    let v_dst = ctx.view_2d(cache_v, hd * nkv, n, row, chunk.p0 * row)?;
+    g.build_forward_expand(ctx.cpy(ctx.reshape_2d(kc, hd * nkv, n)?, k_dst)?)?;
+    g.build_forward_expand(ctx.cpy(vc, v_dst)?)?;
+
+    let f = 4usize; // F32 cache
+                    // [hd, kv_len, nkv] views of the cache (heads strided inside each row).
+    let kall = ctx.view_3d(cache_k, hd, nkv, kv_len, hd as usize * f, row, 0)?;
+    let vall = ctx.view_3d(cache_v, hd, nkv, kv_len, hd as usize * f, row, 0)?;
+    let kall = ctx.permute(kall, [0, 2, 1, 3])?;
+    let vt = ctx.cont(ctx.transpose(ctx.permute(vall, [0, 2, 1, 3])?)?)?; // [kv_len, hd, nkv]
+    let qp = ctx.permute(qc, [0, 2, 1, 3])?; // [hd, n, nh]
+    let kq = ctx.mul_mat(kall, qp)?; // [kv_len, n, nh]
+    let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+    let kq = ctx.soft_max_ext(kq, it.mask, scale, 0.0)?;
+    let kqv = ctx.mul_mat(vt, kq)?; // [hd, n, nh]
+    let merged = ctx.cont_4d(ctx.permute(kqv, [0, 2, 1, 3])?, [hd * nh, n, 1, 1])?;
+    Ok(ctx.mul_mat(get(output)?, merged)?)
+}
+
+fn short_conv<'a>(
+    ctx: &'a Context,
+    bb: &Backbone,
+    w: &Weights<'a>,
+    l: &LayerTensors,
+    state: Tensor<'a>,
+    x: Tensor<'a>,
+    chunk: &Chunk,
+    g: &mut crate::ggml::Graph<'a>,
+) -> R<Tensor<'a>> {
+    let MixerTensors::Conv {
+        in_proj,
+        conv,
+        out_proj,
+    } = &l.mixer
+    else {
+        unreachable!("short_conv() is only called for conv layers");
+    };
+    let get = |name: &str| w.get(name).map_err(load_err);
+    let h = i64::from(bb.config.hidden_size);
+    let n = chunk.n as i64;
+    let bcx = ctx.mul_mat(get(in_proj)?, x)?; // [3h, n]: B, C, x stacked
+    let part = |i: usize| ctx.view_2d(bcx, h, n, bcx.nb()[1], i * h as usize * 4);
+    let (b, c, xin) = (part(0)?, part(1)?, part(2)?);
+    let bx = ctx.cont(ctx.transpose(ctx.mul(b, xin)?)?)?; // [n, h]
+    let sx = ctx.concat(state, bx, 0)?; // [L-1+n, h]: the previous tail then this chunk
+    let tail = state.ne()[0];
+    // The new tail: the last L-1 inputs.
+    let new_tail = ctx.view_2d(sx, tail, h, sx.nb()[1], n as usize * 4)?;
+    g.build_forward_expand(ctx.cpy(new_tail, state)?)?;
+    let sx3 = ctx.reshape_3d(sx, tail + n, h, 1)?;
+    let y = ctx.ssm_conv(sx3, get(conv)?)?; // [h, n, 1]
+    let y = ctx.mul(c, ctx.reshape_2d(y, h, n)?)?;
+    Ok(ctx.mul_mat(get(out_proj)?, y)?)
+}
+
+/// Builds, allocates and computes the graph of one chunk.
+pub(super) fn run(
+    bb: &Backbone,
+    cache: &DecodeCache,
+    positions: &[Position<'_>],
+    rows: Rows,
+    want_logits: bool,
+) -> R<ForwardOutput> {
+    let cfg = &bb.config;
+    let n = positions.len();
+    if n == 0 {
+        return Err(BackboneError::Input("no positions to run".into()));
+    }
+    let p0 = cache.len();
+    if p0 + n > cache.capacity() {
+        return Err(BackboneError::Capacity {
+            needed: p0 + n,
+            capacity: cache.capacity(),
+        });
+    }
+    let n_layers = cfg.num_hidden_layers as usize;
+    let kinds_match = cache.slots().len() == n_layers
+        && cache
+            .slots()
+            .iter()
+            .enumerate()
+            .all(|(il, s)| match (s, cfg.layer_kind(il)) {
+                (LayerSlot::Attention { .. }, LayerKind::Attention) => {
+                    cache.kv_row_bytes(il)
+                        == (cfg.head_dim * cfg.num_key_value_heads[il]) as usize * 4
+                }
+                (LayerSlot::Conv { .. }, LayerKind::Conv) => true,
+                _ => false,
+            });
+    if !kinds_match {
+        return Err(BackboneError::CacheMismatch);
+    }
+    let inp = gather(bb, positions)?;
+
+    let ctx = Context::metadata_with_graph(GRAPH_SIZE, GRAPH_SIZE)?;
+    let w = bb.weights.view();
+    let table_w = bb.audio_codes.as_ref().map(|t| t.file.view());
+    let table = match (&table_w, &bb.audio_codes) {
+        (Some(tw), Some(t)) => Some(tw.get(&t.name).map_err(load_err)?),
+        _ => None,
+    };
+    let mut g = ctx.new_graph(GRAPH_SIZE)?;
+    let kv_len = (p0 + n) as i64;
+    let has_attention = (0..n_layers).any(|il| cfg.layer_kind(il) == LayerKind::Attention);
+    let mut it = InputTensors {
+        text: None,
+        audio: None,
+        codes: None,
+        order: None,
+        pos: input(&ctx, ctx.new_tensor_1d(GgmlType::I32, n as i64)?, "inp_pos")?,
+        mask: if has_attention {
+            Some(input(
+                &ctx,
+                ctx.new_tensor_2d(GgmlType::F32, kv_len, n as i64)?,
+                "inp_mask",
+            )?)
+        } else {
+            None
+        },
+    };
+    let mut x = embed(&ctx, bb, &w, table, &inp, &mut it)?;
+    let chunk = Chunk { p0, n };
+    let cache_t = cache.tensors();
+    let eps = cfg.norm_eps;
+    for (il, l) in bb.tensors.layers.iter().enumerate() {
+        let get = |name: &str| w.get(name).map_err(load_err);
+        let cur = rms(&ctx, x, get(&l.attn_norm)?, eps)?;
+        let mixed = match cache.slots()[il] {
+            LayerSlot::Attention { k, v } => attention(
+                &ctx, bb, &w, l, cache_t[k], cache_t[v], cur, &it, &chunk, &mut g,
+            )?,
+            LayerSlot::Conv { state } => {
+                short_conv(&ctx, bb, &w, l, cache_t[state], cur, &chunk, &mut g)?
+            }
+        };
+        x = ctx.add(x, mixed)?;
+        let cur = rms(&ctx, x, get(&l.ffn_norm)?, eps)?;
+        let gate = ctx.mul_mat(get(&l.ffn_gate)?, cur)?;
+        let up = ctx.mul_mat(get(&l.ffn_up)?, cur)?;
+        let down = ctx.mul_mat(get(&l.ffn_down)?, ctx.swiglu_split(gate, up)?)?;
+        x = ctx.add(x, down)?;
+    }
+    let h = cfg.hidden_size as usize;
+    let selected = match rows {
+        Rows::All => Some((x, n)),
+        Rows::Last => Some((
+            ctx.view_2d(x, h as i64, 1, x.nb()[1], (n - 1) * x.nb()[1])?,
+            1,
+        )),
+        Rows::None => None,
+    };
+    let mut outs = None;
+    if let Some((sel, n_rows)) = selected {
+        let hidden = rms(
+            &ctx,
+            sel,
+            w.get(&bb.tensors.output_norm).map_err(load_err)?,
+            eps,
+        )?;
+        hidden.set_output();
+        g.build_forward_expand(hidden)?;
+        let logits = if want_logits {
+            let head = bb
+                .tensors
+                .output
+                .as_deref()
+                .unwrap_or(&bb.tensors.token_embd);
+            let l = ctx.mul_mat(w.get(head).map_err(load_err)?, hidden)?;
+            l.set_output();
+            g.build_forward_expand(l)?;
+            Some(l)
+        } else {
+            None
+        };
+        outs = Some((hidden, logits, n_rows));
+    }
+
+    bb.alloc.alloc_graph(&g)?;
+    set_inputs(&it, &inp, p0, n)?;
+    bb.backend.compute(&g)?;
+
+    let mut out = ForwardOutput::default();
+    if let Some((hidden, logits, n_rows)) = outs {
+        out.rows = n_rows;
+        out.hidden = hidden.get_f32()?;
+        out.logits = logits.map(|l| l.get_f32()).transpose()?;
+    }
+    Ok(out)
+}
+
+fn set_inputs(it: &InputTensors<'_>, inp: &Inputs, p0: usize, n: usize) -> R<()> {
+    if let Some(t) = it.text {
+        t.set_i32(&inp.text)?;
+    }
+    if let Some(t) = it.audio {
+        t.set_f32(&inp.audio)?;
+    }
+    if let Some(t) = it.codes {
+        t.set_i32(&inp.codes)?;
+    }
+    if let Some(t) = it.order {
+        t.set_i32(&inp.order)?;
+    }
+    let pos: Vec<i32> = (p0..p0 + n).map(|p| p as i32).collect();
+    it.pos.set_i32(&pos)?;
+    if let Some(m) = it.mask {
+        let kv = p0 + n;
+        let mut mask = vec![0f32; kv * n];
+        for i in 0..n {
+            // why: position p0+i sees cache rows 0..=p0+i (causal), nothing later.
+            for v in &mut mask[i * kv + p0 + i + 1..(i + 1) * kv] {
+                *v = f32::NEG_INFINITY;
+            }
+        }
+        m.set_f32(&mask)?;
+    }
+    Ok(())
+}

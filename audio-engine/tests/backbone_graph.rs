@@ -1,0 +1,327 @@
+//! The Rust-built LFM2 backbone graph against llama.cpp's own lfm2 implementation on the same
+//! GGUF, chunked against one-shot prefill, caches of different capacity bit for bit, and the
+//! lazily zeroed decode cache's residency.
+
+use std::path::{Path, PathBuf};
+
+use audio_engine::ggml::dtype::{quantize_q4_0, quantize_q8_0};
+use audio_engine::ggml::gguf::{GgufValue, GgufWriter};
+use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
+use audio_engine::ggml::{Backend, GgmlType};
+use audio_engine::lfm2_audio::backbone::{Backbone, BackboneError, Position, Rows};
+use audio_engine::lfm2_audio::backbone_config::Lfm2Backbone;
+
+const HIDDEN: u64 = 64;
+const FF: u64 = 96;
+const VOCAB: u64 = 160;
+const HEADS: u32 = 4;
+/// conv / attn / conv / attn / conv, GQA 4:2.
+const KV_PER_LAYER: [u32; 5] = [0, 2, 0, 2, 0];
+const L: u64 = 3;
+
+struct Rng(u64);
+impl Rng {
+    fn uniform(&mut self, scale: f32) -> f32 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
+    }
+}
+
+/// Writes a tiny lfm2 backbone; matrices in `matrix_ty`, norms and the conv kernel F32.
+fn write_model(path: &Path, matrix_ty: GgmlType, seed: u64) {
+    write_model_layers(path, matrix_ty, seed, &KV_PER_LAYER)
+}
+
+fn write_model_layers(path: &Path, matrix_ty: GgmlType, seed: u64, layers: &[u32]) {
+    let mut w = GgufWriter::new();
+    let kvs: Vec<(&str, GgufValue)> = vec![
+        ("general.architecture", "lfm2".into()),
+        ("tokenizer.ggml.model", "none".into()),
+        ("lfm2.vocab_size", (VOCAB as u32).into()),
+        ("lfm2.context_length", 4096u32.into()),
+        ("lfm2.embedding_length", (HIDDEN as u32).into()),
+        ("lfm2.block_count", (layers.len() as u32).into()),
+        ("lfm2.feed_forward_length", (FF as u32).into()),
+        ("lfm2.attention.head_count", HEADS.into()),
+        ("lfm2.attention.head_count_kv", layers.to_vec().into()),
+        ("lfm2.attention.layer_norm_rms_epsilon", 1e-5f32.into()),
+        ("lfm2.rope.freq_base", 1e6f32.into()),
+        ("lfm2.shortconv.l_cache", (L as u32).into()),
+    ];
+    for (k, v) in kvs {
+        w.add_kv(k, v).unwrap();
+    }
+    let mut rng = Rng(seed);
+    let hd = HIDDEN / u64::from(HEADS);
+    let mut add = |name: String, shape: Vec<u64>, norm: bool, rng: &mut Rng| {
+        let n: u64 = shape.iter().product();
+        let fan_in = shape[0] as f32;
+        let vals: Vec<f32> = (0..n)
+            .map(|_| {
+                if norm {
+                    1.0 + rng.uniform(0.3)
+                } else if name == "token_embd.weight" {
+                    rng.uniform(1.0)
+                } else {
+                    rng.uniform(1.7 / fan_in.sqrt())
+                }
+            })
+            .collect();
+        let ty = if norm || shape.len() == 1 || name.contains("shortconv.conv") {
+            GgmlType::F32
+        } else {
+            matrix_ty
+        };
+        let bytes = match ty {
+            GgmlType::F32 => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            GgmlType::F16 => vals
+                .iter()
+                .flat_map(|&v| audio_engine::ggml::dtype::f32_to_f16(v).to_le_bytes())
+                .collect(),
+            GgmlType::Q8_0 => {
+                let mut b = vec![0u8; ty.row_size(n).unwrap()];
+                quantize_q8_0(&vals, &mut b).unwrap();
+                b
+            }
+            GgmlType::Q4_0 => {
+                let mut b = vec![0u8; ty.row_size(n).unwrap()];
+                quantize_q4_0(&vals, &mut b).unwrap();
+                b
+            }
+            other => panic!("unsupported test type {other}"),
+        };
+        w.add_tensor(name, ty, &shape, bytes).unwrap();
+    };
+    add(
+        "token_embd.weight".into(),
+        vec![HIDDEN, VOCAB],
+        false,
+        &mut rng,
+    );
+    add(
+        "token_embd_norm.weight".into(),
+        vec![HIDDEN],
+        true,
+        &mut rng,
+    );
+    for (i, &kv) in layers.iter().enumerate() {
+        let n = |s: &str| format!("blk.{i}.{s}.weight");
+        add(n("attn_norm"), vec![HIDDEN], true, &mut rng);
+        add(n("ffn_norm"), vec![HIDDEN], true, &mut rng);
+        add(n("ffn_gate"), vec![HIDDEN, FF], false, &mut rng);
+        add(n("ffn_up"), vec![HIDDEN, FF], false, &mut rng);
+        add(n("ffn_down"), vec![FF, HIDDEN], false, &mut rng);
+        if kv == 0 {
+            add(
+                n("shortconv.in_proj"),
+                vec![HIDDEN, 3 * HIDDEN],
+                false,
+                &mut rng,
+            );
+            add(n("shortconv.conv"), vec![L, HIDDEN], false, &mut rng);
+            add(
+                n("shortconv.out_proj"),
+                vec![HIDDEN, HIDDEN],
+                false,
+                &mut rng,
+            );
+        } else {
+            let kvw = u64::from(kv) * hd;
+            add(n("attn_q"), vec![HIDDEN, HIDDEN], false, &mut rng);
+            add(n("attn_k"), vec![HIDDEN, kvw], false, &mut rng);
+            add(n("attn_v"), vec![HIDDEN, kvw], false, &mut rng);
+            add(n("attn_output"), vec![HIDDEN, HIDDEN], false, &mut rng);
+            add(n("attn_q_norm"), vec![hd], true, &mut rng);
+            add(n("attn_k_norm"), vec![hd], true, &mut rng);
+        }
+    }
+    w.write_to_path(path).unwrap();
+}
+
+fn model_path(tag: &str, ty: GgmlType) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("backbone-graph-{tag}-{}.gguf", std::process::id()));
+    write_model(&p, ty, 0x5eed_0001);
+    p
+}
+
+fn cpu() -> Backend {
+    let be = Backend::cpu().unwrap();
+    be.set_n_threads(2).unwrap();
+    be
+}
+
+fn tokens(n: usize) -> Vec<u32> {
+    (0..n)
+        .map(|i| ((i * 37 + 11) % VOCAB as usize) as u32)
+        .collect()
+}
+
+fn rel(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    let m = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+    a.iter().zip(b).fold(0f32, |e, (x, y)| e.max((x - y).abs())) / m
+}
+
+/// llama.cpp's logits for every position of `toks`, prefilled in one batch.
+fn llama_logits(path: &Path, toks: &[u32]) -> Vec<f32> {
+    let model = LlamaModel::load(path).unwrap();
+    let opts = ContextOptions {
+        n_ctx: 512,
+        exact_attention: true,
+        ..Default::default()
+    };
+    let mut ctx = LlamaContext::new(&model, &opts, None).unwrap();
+    let mut batch = LlamaBatch::new();
+    for (i, &t) in toks.iter().enumerate() {
+        batch.push(t as i32, i as i32, 0, true);
+    }
+    ctx.decode(&batch).unwrap();
+    (0..toks.len())
+        .flat_map(|i| ctx.logits(i).unwrap().to_vec())
+        .collect()
+}
+
+fn ours(path: &Path) -> Backbone {
+    Backbone::load(Lfm2Backbone::open(path).unwrap(), &cpu()).unwrap()
+}
+
+fn text(toks: &[u32]) -> Vec<Position<'static>> {
+    toks.iter().map(|&t| Position::Text(t)).collect()
+}
+
+#[test]
+fn logits_agree_with_llama_cpp_for_every_type() {
+    let toks = tokens(40);
+    for ty in [GgmlType::F32, GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0] {
+        let path = model_path(&format!("agree-{ty}"), ty);
+        let want = llama_logits(&path, &toks);
+        let bb = ours(&path);
+        let mut cache = bb.new_cache(256).unwrap();
+        let out = bb
+            .forward(&mut cache, &text(&toks), Rows::All, true)
+            .unwrap();
+        let got = out.logits.unwrap();
+        let e = rel(&got, &want);
+        println!("{ty}: max rel logits difference vs llama.cpp {e:.2e}");
+        assert!(e < 1e-3, "{ty}: {e}");
+        assert_eq!(out.rows, toks.len());
+        assert_eq!(out.hidden.len(), toks.len() * HIDDEN as usize);
+        let _ = std::fs::remove_file(&path);
+    }
+}
+
+#[test]
+fn decode_steps_agree_with_prefill_and_caches_of_any_capacity_agree_bitwise() {
+    let path = model_path("steps", GgmlType::F32);
+    let bb = ours(&path);
+    let toks = tokens(300);
+    // One-shot prefill of everything.
+    let mut one = bb.new_cache(512).unwrap();
+    let all = bb.forward(&mut one, &text(&toks), Rows::All, true).unwrap();
+    let all = all.logits.unwrap();
+    let v = VOCAB as usize;
+
+    // Chunked: 256-position block, then single decode steps.
+    let run_chunked = |capacity: usize| {
+        let mut c = bb.new_cache(capacity).unwrap();
+        let mut logits = Vec::new();
+        let first = bb
+            .forward(&mut c, &text(&toks[..256]), Rows::All, true)
+            .unwrap();
+        logits.extend(first.logits.unwrap());
+        for &t in &toks[256..] {
+            let o = bb
+                .forward(&mut c, &[Position::Text(t)], Rows::Last, true)
+                .unwrap();
+            logits.extend(o.logits.unwrap());
+        }
+        assert_eq!(c.len(), toks.len());
+        logits
+    };
+    let small = run_chunked(512);
+    let large = run_chunked(8192);
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&small),
+        bits(&large),
+        "cache capacity changed the bits"
+    );
+    let e = rel(&small, &all);
+    println!("chunked vs one-shot: {e:.2e}");
+    assert!(e < 1e-5, "chunked vs one-shot {e}");
+    // The first block is the same computation in both.
+    assert_eq!(bits(&small[..256 * v]), bits(&all[..256 * v]));
+
+    // After clear, the same run gives the same bits.
+    let mut c = bb.new_cache(512).unwrap();
+    bb.forward(&mut c, &text(&toks[..10]), Rows::None, false)
+        .unwrap();
+    c.clear().unwrap();
+    let again = bb
+        .forward(&mut c, &text(&toks[..256]), Rows::All, true)
+        .unwrap();
+    assert_eq!(bits(&again.logits.unwrap()), bits(&all[..256 * v]));
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_leaves_the_cache_alone() {
+    let path = model_path("errors", GgmlType::F32);
+    let bb = ours(&path);
+    let mut c = bb.new_cache(256).unwrap();
+    assert!(matches!(
+        bb.forward(&mut c, &[], Rows::Last, true),
+        Err(BackboneError::Input(_))
+    ));
+    assert!(matches!(
+        bb.forward(&mut c, &[Position::Text(VOCAB as u32)], Rows::Last, true),
+        Err(BackboneError::Input(_))
+    ));
+    let short = [0.5f32; 3];
+    assert!(matches!(
+        bb.forward(&mut c, &[Position::Audio(&short)], Rows::Last, true),
+        Err(BackboneError::Input(_))
+    ));
+    assert!(matches!(
+        bb.forward(&mut c, &[Position::Frame(&[0; 8])], Rows::Last, true),
+        Err(BackboneError::NoAudioCodes)
+    ));
+    assert_eq!(c.len(), 0);
+    let toks = tokens(257);
+    assert!(matches!(
+        bb.forward(&mut c, &text(&toks), Rows::Last, true),
+        Err(BackboneError::Capacity {
+            needed: 257,
+            capacity: 256
+        })
+    ));
+    assert_eq!(c.len(), 0);
+    // Audio embeddings enter exactly like the token rows they equal.
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn decode_cache_memory_is_resident_only_where_written() {
+    let path = model_path("resident", GgmlType::F32);
+    let bb = ours(&path);
+    // A large cache: 64k positions.
+    let mut c = bb.new_cache(65536).unwrap();
+    let before = c.resident_bytes().unwrap();
+    let toks = tokens(64);
+    bb.forward(&mut c, &text(&toks), Rows::Last, true).unwrap();
+    let after = c.resident_bytes().unwrap();
+    let total = c.size_bytes();
+    println!(
+        "cache {:.1} MiB: resident {before} B before, {after} B after a 64-position prompt",
+        total as f64 / 1048576.0
+    );
+    assert!(before <= 4096 * 8, "fresh cache resident {before}");
+    // 2 attention layers x K,V x 64 rows x 32 floats = 32 KiB of rows, plus conv tails: a few
+    // pages, far below the mapping.
+    assert!(after > before);
+    assert!(after < total / 20, "{after} of {total} resident");
+    let _ = std::fs::remove_file(&path);
+}
