@@ -13,6 +13,7 @@ pub mod gguf;
 pub mod graph;
 pub mod lazy_memory;
 pub mod llama;
+pub mod llama_vocab;
 pub mod log;
 pub mod ops;
 pub mod quant;
