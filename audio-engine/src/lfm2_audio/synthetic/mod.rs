@@ -36,7 +36,7 @@ use crate::lfm2_audio::safetensors::{SafeTensorsError, SafeTensorsWriter};
 use rng::{cos_two_pi_frac, tensor_stream, SplitMix64};
 
 /// The seed the committed reference fixture (`tests/fixtures/lfm2_tiny`) was made with.
-pub const DEFAULT_SEED: u64 = 1;
+pub const DEFAULT_SEED: u64 = 11;
 
 /// Number of samples of [`tiny_input_signal`] (1.5 s at 16 kHz).
 pub const INPUT_SIGNAL_SAMPLES: usize = 24_000;
@@ -458,6 +458,10 @@ struct Lfm2Dims<'a> {
     l_cache: usize,
     attn: &'a [usize],
     layers: usize,
+    /// Gain of the projections that write into the residual stream (`out_proj`, `w2`).
+    out_gain: f64,
+    /// Whether the final norm's scales get random signs (see `fill_lfm2_layers`).
+    signed_final_norm: bool,
 }
 
 /// The `lfm.*` tensors of an LFM2 stack without the embedding.
@@ -489,7 +493,7 @@ fn fill_lfm2_layers(f: &mut Filler<'_>, d: &Lfm2Dims<'_>) {
                 &format!("{p}.self_attn.out_proj.weight"),
                 h,
                 d.heads * hd,
-                1.0,
+                d.out_gain,
             );
             f.norm(&format!("{p}.self_attn.q_layernorm.weight"), hd);
             f.norm(&format!("{p}.self_attn.k_layernorm.weight"), hd);
@@ -497,15 +501,30 @@ fn fill_lfm2_layers(f: &mut Filler<'_>, d: &Lfm2Dims<'_>) {
             // Depthwise causal conv over B*x; taps of std 0.5 keep the gated product O(1).
             f.random(&format!("{p}.conv.conv.weight"), &[h, 1, d.l_cache], 0.5);
             f.linear(&format!("{p}.conv.in_proj.weight"), 3 * h, h, 1.0);
-            f.linear(&format!("{p}.conv.out_proj.weight"), h, h, 1.0);
+            f.linear(&format!("{p}.conv.out_proj.weight"), h, h, d.out_gain);
         }
         f.linear(&format!("{p}.feed_forward.w1.weight"), d.ff, h, 1.0);
         f.linear(&format!("{p}.feed_forward.w3.weight"), d.ff, h, 1.0);
-        f.linear(&format!("{p}.feed_forward.w2.weight"), h, d.ff, 1.0);
+        f.linear(&format!("{p}.feed_forward.w2.weight"), h, d.ff, d.out_gain);
         f.norm(&format!("{p}.operator_norm.weight"), h);
         f.norm(&format!("{p}.ffn_norm.weight"), h);
     }
-    f.norm("lfm.embedding_norm.weight", h);
+    if d.signed_final_norm {
+        // Scales of random sign (magnitude 1 ± 0.2). The text head is tied to the embedding, so
+        // with positive scales the input token's own row, still present in the residual stream,
+        // scores high and greedy decoding falls into repeating one token; random signs cancel
+        // that self-similarity on average while keeping the logits' spread.
+        let mut r = rng::tensor_stream(f.seed ^ 0x5167_4E5F_F1A7_0001, "lfm.embedding_norm.weight");
+        let v: Vec<f32> = (0..h)
+            .map(|_| {
+                let m = 1.0 + 0.2 * r.symmetric();
+                (if r.next_u64() & 1 == 1 { -m } else { m }) as f32
+            })
+            .collect();
+        f.w.add_f32("lfm.embedding_norm.weight", &[h], &v);
+    } else {
+        f.norm("lfm.embedding_norm.weight", h);
+    }
 }
 
 fn fill_main(f: &mut Filler<'_>, c: &TinyConfig) {
@@ -531,6 +550,11 @@ fn fill_main(f: &mut Filler<'_>, c: &TinyConfig) {
             l_cache: c.conv_l_cache,
             attn: &c.attn_layers,
             layers: c.n_layers,
+            // With the text head tied to the embedding, a residual stream dominated by the input
+            // token's own embedding makes greedy decoding repeat its input; stronger layer
+            // outputs keep the layers in charge of the prediction.
+            out_gain: 2.0,
+            signed_final_norm: true,
         },
     );
 
@@ -679,6 +703,8 @@ fn fill_detokenizer(f: &mut Filler<'_>, c: &TinyConfig) {
             l_cache: c.conv_l_cache,
             attn: &c.detok_attn_layers,
             layers: c.detok_layers,
+            out_gain: 1.0,
+            signed_final_norm: false,
         },
     );
     // Head: log-magnitudes and phases of std ~0.5, so exp() stays tame.
