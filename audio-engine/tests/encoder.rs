@@ -3,11 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
+use audio_engine::ggml::gguf::{GgufFile, GgufWriter};
 use audio_engine::ggml::{Backend, Context, GgmlType, GraphAllocator};
 use audio_engine::lfm2_audio::convert::mmproj::convert_mmproj;
-use audio_engine::lfm2_audio::convert::{HfCheckpoint, OutType, Progress};
-use audio_engine::lfm2_audio::encoder::AudioEncoder;
-use audio_engine::lfm2_audio::safetensors::SafeTensors;
+use audio_engine::lfm2_audio::convert::{ConvertError, HfCheckpoint, OutType, Progress};
+use audio_engine::lfm2_audio::encoder::{AudioEncoder, EncoderOutput};
+use audio_engine::lfm2_audio::features::log_mel;
+use audio_engine::lfm2_audio::load_error::LoadError;
+use audio_engine::lfm2_audio::safetensors::{Dtype, SafeTensors, SafeTensorsWriter};
+use audio_engine::lfm2_audio::synthetic::{tiny_input_signal, write_tiny_checkpoint, DEFAULT_SEED};
 use audio_engine::lfm2_audio::weights::WeightFile;
 
 fn cpu() -> Backend {
@@ -51,33 +55,6 @@ fn convert(dir: &Path, ty: OutType, out: &Path) -> usize {
     let mut count = Count(0);
     convert_mmproj(&ckpt, out, ty, &mut count).expect("convert_mmproj");
     count.0
-}
-
-/// Development check against a checkpoint and reference made by an ad hoc liquid-audio script
-/// (set `ENCODER_DEV_DIR` to a directory with `ckpt/` and `ref.safetensors`).
-#[test]
-fn dev_reference() {
-    let Ok(dir) = std::env::var("ENCODER_DEV_DIR") else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
-    let be = cpu();
-    let reference = SafeTensors::open(dir.join("ref.safetensors")).unwrap();
-    let mel = reference.f32("mel").unwrap();
-    let n_frames = reference.tensor("mel").unwrap().shape[1];
-    let want_conf = reference.f32("conformer").unwrap();
-    let want_adapter = reference.f32("adapter").unwrap();
-    for ty in [OutType::F32, OutType::F16, OutType::Q8_0] {
-        let out = dir.join(format!("mmproj-{ty:?}.gguf"));
-        convert(&dir.join("ckpt"), ty, &out);
-        let enc = AudioEncoder::load(WeightFile::open(&out, &be).unwrap()).unwrap();
-        let got = enc.encode(&be, &mel, n_frames).unwrap();
-        println!(
-            "{ty:?}: conformer {:.3e} adapter {:.3e}",
-            rel_err(&got.conformer, &want_conf),
-            rel_err(&got.adapter, &want_adapter)
-        );
-    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -213,4 +190,250 @@ fn conv_2d_direct_matches_reference() {
         .new_tensor(GgmlType::F32, &[3, 3, 5, oc as i64])
         .unwrap();
     assert!(ctx.conv_2d_direct(bad, b, [1, 1], [0, 0], [1, 1]).is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tiny synthetic checkpoint: conversion, loading, encoding, typed errors
+// ---------------------------------------------------------------------------------------------
+
+/// A fresh scratch directory for one test.
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("encoder-test-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn encode_file(be: &Backend, path: &Path, mel: &[f32], n_frames: usize) -> EncoderOutput {
+    let enc = AudioEncoder::load(WeightFile::open(path, be).expect("open mmproj")).expect("load");
+    enc.encode(be, mel, n_frames).expect("encode")
+}
+
+/// liquid-audio's outputs for the tiny checkpoint (seed [`DEFAULT_SEED`]) made by the reference
+/// script: `mel` `[128, frames]`, `encoder_out` `[frames/8, d_model]`, `adapter_out`
+/// `[frames/8, hidden]`. `None` while the fixture is not in the tree.
+fn fixture_reference() -> Option<(Vec<f32>, usize, Vec<f32>, Vec<f32>)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/lfm2_tiny/reference.safetensors");
+    let st = SafeTensors::open(path).ok()?;
+    let n_frames = st.tensor("mel").ok()?.shape[1];
+    Some((
+        st.f32("mel").ok()?,
+        n_frames,
+        st.f32("encoder_out").ok()?,
+        st.f32("adapter_out").ok()?,
+    ))
+}
+
+#[test]
+fn tiny_checkpoint_converts_loads_and_encodes() {
+    let dir = scratch("tiny");
+    let cfg = write_tiny_checkpoint(&dir.join("ckpt"), DEFAULT_SEED).expect("tiny checkpoint");
+    let be = cpu();
+
+    // F32 conversion: metadata and per-tensor types as convert_hf_to_gguf.py writes them
+    let f32_path = dir.join("mmproj-f32.gguf");
+    let n_written = convert(&dir.join("ckpt"), OutType::F32, &f32_path);
+    let gguf = GgufFile::open(&f32_path).unwrap();
+    assert_eq!(n_written, gguf.tensors().len());
+    let md = gguf.metadata();
+    assert_eq!(md.get_as::<&str>("general.architecture").unwrap(), "clip");
+    assert_eq!(md.get_as::<&str>("clip.projector_type").unwrap(), "lfm2a");
+    assert_eq!(
+        md.get_as::<u32>("clip.audio.block_count").unwrap() as usize,
+        cfg.enc_layers
+    );
+    assert_eq!(
+        md.get_as::<u32>("clip.audio.projection_dim").unwrap() as usize,
+        cfg.hidden
+    );
+    assert_eq!(
+        md.get_as::<u32>("clip.audio.num_mel_bins").unwrap() as usize,
+        cfg.n_mels
+    );
+    let pos = gguf
+        .tensor("a.position_embd.weight")
+        .expect("audio-code embedding");
+    assert_eq!(
+        pos.shape(),
+        &[cfg.hidden as u64, (cfg.codebooks * cfg.audio_vocab) as u64]
+    );
+    assert!(gguf.tensor("a.blk.0.conv_norm.weight").is_some());
+    assert!(
+        gguf.tensor("blk.0.attn_q.weight").is_none()
+            && gguf.tensors().iter().all(|t| !t.name().contains("depth"))
+    );
+
+    // F16 / Q8_0: matrices in the out type, convolutions, norms, biases and the code table F32
+    let q8_path = dir.join("mmproj-q8_0.gguf");
+    convert(&dir.join("ckpt"), OutType::Q8_0, &q8_path);
+    let f16_path = dir.join("mmproj-f16.gguf");
+    convert(&dir.join("ckpt"), OutType::F16, &f16_path);
+    let q8 = GgufFile::open(&q8_path).unwrap();
+    let ty = |name: &str| {
+        q8.tensor(name)
+            .unwrap_or_else(|| panic!("{name}"))
+            .ggml_type()
+    };
+    assert_eq!(ty("a.blk.0.attn_q.weight"), GgmlType::Q8_0);
+    assert_eq!(ty("mm.a.mlp.3.weight"), GgmlType::Q8_0);
+    for name in [
+        "a.blk.0.conv_pw1.weight",
+        "a.blk.0.conv_dw.weight",
+        "a.conv1d.0.weight",
+        "a.blk.0.pos_bias_u",
+        "a.blk.0.ffn_norm.weight",
+        "a.position_embd.weight",
+    ] {
+        assert_eq!(ty(name), GgmlType::F32, "{name}");
+    }
+
+    // encode the fixture input's features (or the fixture's own mel when it is there)
+    let reference = fixture_reference();
+    let (mel, n_frames) = match &reference {
+        Some((mel, n, _, _)) => (mel.clone(), *n),
+        None => {
+            let f = log_mel(&tiny_input_signal()).unwrap();
+            (f.data().to_vec(), f.n_frames())
+        }
+    };
+    let full = encode_file(&be, &f32_path, &mel, n_frames);
+    assert_eq!(full.n_frames, n_frames.div_ceil(8));
+    assert_eq!(full.conformer.len(), full.n_frames * cfg.enc_d_model);
+    assert_eq!(full.adapter.len(), full.n_frames * cfg.hidden);
+    assert!(full.adapter.iter().all(|v| v.is_finite()));
+    if let Some((_, _, conf, adapter)) = &reference {
+        let (ec, ea) = (
+            rel_err(&full.conformer, conf),
+            rel_err(&full.adapter, adapter),
+        );
+        println!("F32 vs liquid-audio: conformer {ec:.3e}, adapter {ea:.3e}");
+        assert!(ec < 1e-4 && ea < 1e-4, "conformer {ec:e}, adapter {ea:e}");
+    }
+    // quantized files against the F32 file (measured: F16 ~2e-4..5e-4, Q8_0 ~1e-2)
+    for (path, bound) in [(&f16_path, 3e-3), (&q8_path, 6e-2)] {
+        let got = encode_file(&be, path, &mel, n_frames);
+        let (ec, ea) = (
+            rel_err(&got.conformer, &full.conformer),
+            rel_err(&got.adapter, &full.adapter),
+        );
+        println!("{}: conformer {ec:.3e}, adapter {ea:.3e}", path.display());
+        assert!(
+            ec < bound && ea < bound,
+            "{}: conformer {ec:e}, adapter {ea:e}",
+            path.display()
+        );
+        assert!(ec > 0.0, "quantized weights must change the output");
+    }
+
+    // the encoder refuses malformed input instead of aborting
+    let enc = AudioEncoder::load(WeightFile::open(&f32_path, &be).unwrap()).unwrap();
+    assert!(enc.encode(&be, &mel[1..], n_frames).is_err());
+    assert!(enc.encode(&be, &[], 0).is_err());
+    let mut nan = mel.clone();
+    nan[5] = f32::NAN;
+    assert!(enc.encode(&be, &nan, n_frames).is_err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Rewrites `src` to `dst` without `drop` and with `reshape` given a wrong shape.
+fn rewrite_gguf(src: &Path, dst: &Path, drop: Option<&str>, reshape: Option<&str>) {
+    let g = GgufFile::open(src).unwrap();
+    let mut w = GgufWriter::new();
+    w.extend_metadata(g.metadata()).unwrap();
+    for t in g.tensors() {
+        if Some(t.name()) == drop {
+            continue;
+        }
+        let data = g.tensor_data(t).to_vec();
+        let mut shape = t.shape().to_vec();
+        if Some(t.name()) == reshape {
+            // same bytes, rows and columns swapped
+            shape.swap(0, 1);
+        }
+        w.add_tensor(t.name(), t.ggml_type(), &shape, data).unwrap();
+    }
+    w.write_to_path(dst).unwrap();
+}
+
+#[test]
+fn load_errors_name_the_file_and_tensor() {
+    let dir = scratch("errors");
+    write_tiny_checkpoint(&dir.join("ckpt"), DEFAULT_SEED).unwrap();
+    let good = dir.join("good.gguf");
+    convert(&dir.join("ckpt"), OutType::F32, &good);
+    let be = cpu();
+
+    let missing = dir.join("missing.gguf");
+    rewrite_gguf(&good, &missing, Some("a.blk.1.attn_q.weight"), None);
+    match AudioEncoder::load(WeightFile::open(&missing, &be).unwrap()) {
+        Err(LoadError::MissingTensor { file, tensor }) => {
+            assert_eq!(file, missing);
+            assert_eq!(tensor, "a.blk.1.attn_q.weight");
+        }
+        other => panic!("expected MissingTensor, got {other:?}"),
+    }
+
+    let misshapen = dir.join("misshapen.gguf");
+    rewrite_gguf(&good, &misshapen, None, Some("a.blk.0.ffn_down.weight"));
+    match AudioEncoder::load(WeightFile::open(&misshapen, &be).unwrap()) {
+        Err(LoadError::BadShape {
+            file,
+            tensor,
+            expected,
+            found,
+        }) => {
+            assert_eq!(file, misshapen);
+            assert_eq!(tensor, "a.blk.0.ffn_down.weight");
+            assert_eq!(expected, vec![found[1], found[0]]);
+        }
+        other => panic!("expected BadShape, got {other:?}"),
+    }
+    let msg = AudioEncoder::load(WeightFile::open(&misshapen, &be).unwrap())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        msg.contains("misshapen.gguf") && msg.contains("a.blk.0.ffn_down.weight"),
+        "{msg}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn converter_names_a_missing_checkpoint_tensor() {
+    let dir = scratch("convert-errors");
+    let ckpt_dir = dir.join("ckpt");
+    write_tiny_checkpoint(&ckpt_dir, DEFAULT_SEED).unwrap();
+    // drop one BatchNorm statistic, which the converter needs to fold the norm
+    let gone = "conformer.layers.0.conv.batch_norm.running_var";
+    let src = SafeTensors::open(ckpt_dir.join("model.safetensors")).unwrap();
+    let mut w = SafeTensorsWriter::new();
+    for name in src.names().filter(|&n| n != gone) {
+        let t = src.tensor(name).unwrap();
+        match t.dtype {
+            Dtype::I64 => {
+                let v: Vec<i64> = t
+                    .data
+                    .chunks_exact(8)
+                    .map(|c| i64::from_le_bytes(c.try_into().unwrap()))
+                    .collect();
+                w.add_i64(name, t.shape, &v);
+            }
+            _ => w.add_f32(name, t.shape, &src.f32(name).unwrap()),
+        }
+    }
+    drop(src);
+    w.write(ckpt_dir.join("model.safetensors")).unwrap();
+    let ckpt = open_checkpoint(&ckpt_dir);
+    let err =
+        convert_mmproj(&ckpt, &dir.join("out.gguf"), OutType::F32, &mut Count(0)).unwrap_err();
+    match err {
+        ConvertError::BadTensor { file, tensor, .. } => {
+            assert_eq!(file, ckpt_dir.join("model.safetensors"));
+            assert_eq!(tensor, gone);
+        }
+        other => panic!("expected BadTensor, got {other:?}"),
+    }
+    assert!(!dir.join("out.gguf").exists(), "no partial output");
+    let _ = std::fs::remove_dir_all(&dir);
 }
