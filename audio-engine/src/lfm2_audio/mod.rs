@@ -1,17 +1,25 @@
 //! LFM2-Audio: LiquidAI's speech-in/speech-out model on top of the LFM2 backbone.
 
+pub mod asr;
 pub mod audio;
 pub mod backbone;
 pub mod backbone_config;
 pub mod convert;
+pub mod demo;
 pub mod encoder;
+pub mod engine;
+pub mod error;
 pub mod features;
 pub mod load_error;
 pub mod package;
+pub mod prompt;
 pub mod safetensors;
 pub mod synthetic;
 pub mod tokenizer;
 pub mod vocoder_config;
 pub mod weights;
 
+pub use asr::{AsrOptions, AsrResult, StopReason};
+pub use engine::{Lfm2Audio, ModelOptions};
+pub use error::EngineError;
 pub use load_error::LoadError;

@@ -196,9 +196,4 @@ impl DecodeCache {
     pub(crate) fn kv_row_bytes(&self, il: usize) -> usize {
         self.kv_row_bytes[il]
     }
-
-    /// Sets the number of written positions (used when restoring saved blocks).
-    pub(crate) fn set_len(&mut self, len: usize) {
-        self.len = len;
-    }
 }

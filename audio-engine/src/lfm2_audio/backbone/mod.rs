@@ -9,8 +9,6 @@
 pub mod cache;
 mod graph;
 
-use std::sync::Arc;
-
 use crate::ggml::{Backend, GgmlError, GraphAllocator};
 
 use super::backbone_config::{Lfm2Backbone, Lfm2Config, Lfm2Tensors};
@@ -86,9 +84,9 @@ pub struct ForwardOutput {
 }
 
 /// The table audio-out codes are embedded with: `[hidden, codebooks * codebook_size]`.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct AudioCodeTable {
-    file: Arc<WeightFile>,
+    file: WeightFile,
     name: String,
     codebooks: usize,
     codebook_size: usize,
@@ -97,7 +95,7 @@ pub struct AudioCodeTable {
 impl AudioCodeTable {
     /// The table `name` of `file`, split into `codebooks` codebooks (its rows must divide).
     pub fn new(
-        file: Arc<WeightFile>,
+        file: WeightFile,
         name: &str,
         codebooks: usize,
         hidden: usize,
@@ -118,7 +116,7 @@ impl AudioCodeTable {
         }
         let codebook_size = ne[1] as usize / codebooks;
         Ok(AudioCodeTable {
-            file: file.clone(),
+            file,
             name: name.to_owned(),
             codebooks,
             codebook_size,
@@ -140,7 +138,7 @@ impl AudioCodeTable {
 pub struct Backbone {
     config: Lfm2Config,
     tensors: Lfm2Tensors,
-    weights: Arc<WeightFile>,
+    weights: WeightFile,
     audio_codes: Option<AudioCodeTable>,
     backend: Backend,
     alloc: GraphAllocator,
@@ -164,7 +162,7 @@ impl Backbone {
             tensors,
         } = file;
         // why: the tokenizer arrays are metadata, not tensors; every tensor of the file is used.
-        let weights = Arc::new(WeightFile::load(gguf, backend)?);
+        let weights = WeightFile::load(gguf, backend)?;
         let alloc = GraphAllocator::new(backend).map_err(|source| LoadError::Backend {
             file: weights.path().to_path_buf(),
             source,
@@ -195,7 +193,7 @@ impl Backbone {
     }
 
     /// The loaded weights (metadata included).
-    pub fn weights(&self) -> &Arc<WeightFile> {
+    pub fn weights(&self) -> &WeightFile {
         &self.weights
     }
 

@@ -45,9 +45,28 @@ pub fn convert_detokenizer(
             })
     };
     let sliding_window = need("sliding_window")?;
-    let output_size = need("output_size")?;
-
     let st = open_safetensors(&dir.join("model.safetensors"))?;
+    // why: liquid-audio's detokenizer class hard-codes its head (`lin`, 512 -> 1282) and its
+    // config.json need not carry `output_size`; the head's shape is the ground truth then.
+    let output_size = match map.get("output_size") {
+        Some(_) => need("output_size")?,
+        None => {
+            let head = st.tensor("lin.weight")?;
+            match head.shape {
+                [out, _] => u32::try_from(*out).map_err(|_| ConvertError::BadConfig {
+                    file: cfg_file.clone(),
+                    reason: "lin.weight is too large".into(),
+                })?,
+                other => {
+                    return Err(ConvertError::BadTensor {
+                        file: dir.join("model.safetensors"),
+                        tensor: "lin.weight".into(),
+                        reason: format!("expected a matrix, found shape {other:?}"),
+                    })
+                }
+            }
+        }
+    };
     let mut entries = Vec::new();
     for n in st.names() {
         // LFM25AudioTokenizer.filter_tensors: the code embedding and the ISTFT window are the

@@ -1,0 +1,302 @@
+//! The loaded LFM2-Audio model: the four GGUF files on one backend, shared by `Arc`.
+//!
+//! [`Lfm2Audio`] is cheap to clone and `Send + Sync`; each task call builds its own decode cache
+//! (lazily zeroed, so a large context costs nothing until used). Graph compute on the model's
+//! backend is serialized by an internal lock.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::ggml::{Backend, GgmlError};
+
+use super::audio::{self, ReadOptions};
+use super::backbone::BLOCK_POSITIONS;
+use super::backbone::{AudioCodeTable, Backbone, DecodeCache, ForwardOutput, Position, Rows};
+use super::encoder::AudioEncoder;
+use super::error::EngineError;
+use super::features;
+use super::load_error::LoadError;
+use super::package::ModelPackage;
+use super::prompt::PromptPiece;
+use super::tokenizer::Tokenizer;
+use super::weights::WeightFile;
+
+/// The mmproj tensor holding the F32 embedding table of generated audio codes.
+pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
+
+/// Default one-pass audio limit, seconds.
+pub const DEFAULT_MAX_AUDIO_SECONDS: f64 = 60.0;
+
+/// Default context: prompt plus generated steps.
+pub const DEFAULT_CONTEXT: usize = 8192;
+
+/// How to load a model.
+#[derive(Debug, Clone)]
+pub struct ModelOptions {
+    /// Threads for CPU compute.
+    pub n_threads: usize,
+    /// Longest audio accepted in one pass, seconds.
+    pub max_audio_seconds: f64,
+    /// Positions of the context (prompt + generated steps).
+    pub context: usize,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions {
+            n_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
+            context: DEFAULT_CONTEXT,
+        }
+    }
+}
+
+/// Special token ids the tasks need, looked up by name in the backbone's vocabulary.
+#[derive(Debug, Clone, Copy)]
+pub struct SpecialTokens {
+    /// `<|im_end|>`.
+    pub im_end: u32,
+    /// `<|audio_start|>`.
+    pub audio_start: u32,
+    /// `<|text_end|>`.
+    pub text_end: u32,
+}
+
+struct Compute {
+    backbone: Backbone,
+    encoder: AudioEncoder,
+}
+
+struct Inner {
+    label: String,
+    backend: Backend,
+    tokenizer: Tokenizer,
+    special: SpecialTokens,
+    options: ModelOptions,
+    compute: Mutex<Compute>,
+}
+
+/// A loaded LFM2-Audio model.
+#[derive(Clone)]
+pub struct Lfm2Audio {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Lfm2Audio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lfm2Audio")
+            .field("model", &self.inner.label)
+            .field("backend", &self.inner.backend.name())
+            .finish()
+    }
+}
+
+fn backend_err(file: &Path) -> impl Fn(GgmlError) -> LoadError + '_ {
+    move |source| LoadError::Backend {
+        file: file.to_path_buf(),
+        source,
+    }
+}
+
+impl Lfm2Audio {
+    /// Loads the package in `dir` (see [`ModelPackage::open`]) on the best available backend.
+    pub fn load(dir: impl AsRef<Path>, options: ModelOptions) -> Result<Lfm2Audio, EngineError> {
+        let package = ModelPackage::open(dir)?;
+        Lfm2Audio::from_package(package, options)
+    }
+
+    /// Loads an opened package.
+    pub fn from_package(
+        package: ModelPackage,
+        options: ModelOptions,
+    ) -> Result<Lfm2Audio, EngineError> {
+        let label = package.paths.label();
+        let mmproj_path = package.paths.mmproj.clone();
+        let backend = Backend::best_available().map_err(backend_err(&mmproj_path))?;
+        if backend.is_cpu() {
+            backend
+                .set_n_threads(options.n_threads.max(1))
+                .map_err(backend_err(&mmproj_path))?;
+        }
+        let tokenizer = Tokenizer::from_gguf(&package.backbone.gguf)?;
+        let id = |name: &str| {
+            tokenizer
+                .token_id(name)
+                .ok_or_else(|| LoadError::MissingKey {
+                    file: package.paths.backbone.clone(),
+                    key: format!("tokenizer.ggml.tokens entry {name}"),
+                })
+        };
+        let special = SpecialTokens {
+            im_end: id("<|im_end|>")?,
+            audio_start: id("<|audio_start|>")?,
+            text_end: id("<|text_end|>")?,
+        };
+        let hidden = package.backbone.config.hidden_size as usize;
+        let codebooks = package.vocoder.config.codebooks as usize;
+        let mut backbone = Backbone::load(package.backbone, &backend)?;
+        // why: the code table is loaded once, apart from the encoder's tensors, so the
+        // 8 x 2049-row table is not held twice.
+        // why: a second read-only map of the same file; GgufFile maps lazily, so this is cheap.
+        let mmproj_again = super::weights::open_gguf(&mmproj_path)?;
+        let table = WeightFile::load_filtered(mmproj_again, &backend, |n| n == AUDIO_CODE_TABLE)?;
+        let table = AudioCodeTable::new(table, AUDIO_CODE_TABLE, codebooks, hidden)?;
+        backbone.set_audio_codes(table);
+        let enc_weights =
+            WeightFile::load_filtered(package.mmproj, &backend, |n| n != AUDIO_CODE_TABLE)?;
+        let encoder = AudioEncoder::load(enc_weights)?;
+        Ok(Lfm2Audio {
+            inner: Arc::new(Inner {
+                label,
+                backend,
+                tokenizer,
+                special,
+                options,
+                compute: Mutex::new(Compute { backbone, encoder }),
+            }),
+        })
+    }
+
+    /// The package label (`<model>-<q>`).
+    pub fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// The backbone's tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.inner.tokenizer
+    }
+
+    /// Special token ids.
+    pub fn special_tokens(&self) -> SpecialTokens {
+        self.inner.special
+    }
+
+    /// The options the model was loaded with.
+    pub fn options(&self) -> &ModelOptions {
+        &self.inner.options
+    }
+
+    /// Reads a WAV (any rate, any channel count) as mono 16 kHz, within the one-pass limit.
+    pub fn read_wav(&self, wav: &[u8]) -> Result<Vec<f32>, EngineError> {
+        let opts = ReadOptions {
+            max_seconds: self.inner.options.max_audio_seconds,
+        };
+        Ok(audio::load_wav_bytes_16k(wav, &opts)?)
+    }
+
+    /// Checks 16 kHz mono samples handed in directly.
+    pub fn check_samples(&self, samples: &[f32]) -> Result<(), EngineError> {
+        let opts = ReadOptions {
+            max_seconds: self.inner.options.max_audio_seconds,
+        };
+        Ok(audio::validate_samples(samples, 16_000, &opts)?)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Compute> {
+        // why: a panic while computing leaves no broken invariant in the weights; keep serving.
+        self.inner.compute.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,
+    /// `rows x hidden` row-major.
+    pub fn encode_audio(&self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
+        self.check_samples(samples)?;
+        let mel = features::log_mel(samples)?;
+        let c = self.lock();
+        let out = c
+            .encoder
+            .encode(&self.inner.backend, mel.data(), mel.n_frames())?;
+        Ok((out.n_frames, out.adapter))
+    }
+
+    /// A fresh decode cache for `positions` positions.
+    pub(crate) fn new_cache(&self, positions: usize) -> Result<DecodeCache, EngineError> {
+        Ok(self.lock().backbone.new_cache(positions)?)
+    }
+
+    /// Runs the prompt into `cache` in blocks ending at multiples of [`BLOCK_POSITIONS`], and
+    /// returns the last position's outputs (logits included).
+    pub(crate) fn prefill(
+        &self,
+        cache: &mut DecodeCache,
+        prompt: &[PromptPiece],
+        audio_rows: &[f32],
+    ) -> Result<ForwardOutput, EngineError> {
+        let c = self.lock();
+        let hidden = c.backbone.config().hidden_size as usize;
+        let mut positions = Vec::new();
+        for piece in prompt {
+            match piece {
+                PromptPiece::Text(ids) => positions.extend(ids.iter().map(|&t| Position::Text(t))),
+                PromptPiece::Audio { first, n } => {
+                    for r in *first..first + n {
+                        let row =
+                            audio_rows
+                                .get(r * hidden..(r + 1) * hidden)
+                                .ok_or_else(|| {
+                                    EngineError::Internal(format!("prompt needs audio row {r}"))
+                                })?;
+                        positions.push(Position::Audio(row));
+                    }
+                }
+            }
+        }
+        prefill_blocks(&c.backbone, cache, &positions)
+    }
+
+    /// One decode step of a text token: its logits.
+    pub(crate) fn step_text(
+        &self,
+        cache: &mut DecodeCache,
+        token: u32,
+    ) -> Result<Vec<f32>, EngineError> {
+        let c = self.lock();
+        let out = c
+            .backbone
+            .forward(cache, &[Position::Text(token)], Rows::Last, true)?;
+        out.logits
+            .ok_or_else(|| EngineError::Internal("no logits returned".into()))
+    }
+}
+
+/// Runs `positions` in blocks that end at multiples of [`BLOCK_POSITIONS`] (absolute positions),
+/// so every block's bits depend only on the prompt up to its end.
+pub(crate) fn prefill_blocks(
+    backbone: &Backbone,
+    cache: &mut DecodeCache,
+    positions: &[Position<'_>],
+) -> Result<ForwardOutput, EngineError> {
+    if positions.is_empty() {
+        return Err(EngineError::InvalidRequest("empty prompt".into()));
+    }
+    let end = cache.len() + positions.len();
+    if end > cache.capacity() {
+        return Err(EngineError::Capacity(format!(
+            "the prompt needs {end} positions, the context holds {}",
+            cache.capacity()
+        )));
+    }
+    let mut done = 0;
+    loop {
+        let start = cache.len();
+        let block_end = ((start / BLOCK_POSITIONS) + 1) * BLOCK_POSITIONS;
+        let n = (block_end - start).min(positions.len() - done);
+        let last = done + n == positions.len();
+        let rows = if last { Rows::Last } else { Rows::None };
+        let out = backbone.forward(cache, &positions[done..done + n], rows, last)?;
+        done += n;
+        if last {
+            return Ok(out);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn model_handle_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<super::Lfm2Audio>();
+    }
+}
