@@ -4,7 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+
+mod common;
 
 use audio_engine::lfm2_audio::safetensors::{Dtype, SafeTensors};
 use audio_engine::lfm2_audio::synthetic::{
@@ -21,14 +22,9 @@ const FILES: [&str; 7] = [
     "audio_detokenizer/model.safetensors",
 ];
 
-/// The default checkpoint, written once for all tests of this file.
+/// The default checkpoint, written once (see `common::lfm2_tiny`).
 fn shared() -> &'static Path {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let d = scratch("shared");
-        write_tiny_checkpoint(&d, DEFAULT_SEED).unwrap();
-        d
-    })
+    common::lfm2_tiny::checkpoint_dir()
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -323,4 +319,88 @@ fn input_signal_is_deterministic_and_audible() {
         .map(|&i| at(i))
         .collect();
     assert_eq!(spots, [408, -721, -932, 773, -4749, 6671, -15419]);
+}
+
+#[test]
+fn reference_fixture_matches_the_checkpoint_and_makes_sense() {
+    use common::lfm2_tiny::{self, Step};
+    // Digests of the regenerated checkpoint equal those the fixture was made from.
+    let _ = lfm2_tiny::checkpoint_dir();
+    let r = lfm2_tiny::reference();
+    let cfg = lfm2_tiny::config();
+    assert_eq!(r.meta("liquid_audio_version"), "1.3.0");
+    assert_eq!(r.meta("seed"), DEFAULT_SEED.to_string());
+    assert_eq!(r.f32("input_signal"), lfm2_tiny::input_signal());
+
+    // 24000 samples: floor(n/160)+1 = 151 feature frames, ceil(151/8) = 19 embeddings.
+    assert_eq!(r.shape("mel"), [128, 151]);
+    assert_eq!(r.shape("encoder_out"), [19, cfg.enc_d_model]);
+    assert_eq!(r.shape("adapter_out"), [19, cfg.hidden]);
+    let prompt = r.prompt("asr");
+    let l = prompt.len();
+    assert_eq!(prompt.iter().filter(|t| t.is_none()).count(), 19);
+    let tok: serde_json::Value =
+        serde_json::from_slice(&fs::read(shared().join("tokenizer.json")).unwrap()).unwrap();
+    let id = |s: &str| Some(tok["model"]["vocab"][s].as_u64().unwrap() as u32);
+    // <|startoftext|><|im_start|>system\n ... <|im_start|>assistant\n
+    assert_eq!(prompt[..4], [Some(1), Some(6), id("system"), id("\u{10A}")]);
+    assert_eq!(prompt[l - 3..], [Some(6), id("assistant"), id("\u{10A}")]);
+    assert_eq!(r.shape("asr_prefill_logits"), [l, cfg.vocab_size]);
+    assert_eq!(r.shape("asr_prefill_embeds"), [l, cfg.hidden]);
+    // The audio rows of the prefill input are the adapter output.
+    let emb = r.f32("asr_prefill_embeds");
+    let first_audio = prompt.iter().position(|t| t.is_none()).unwrap();
+    let h = cfg.hidden;
+    assert_eq!(
+        emb[first_audio * h..(first_audio + 19) * h],
+        r.f32("adapter_out")[..]
+    );
+
+    // Greedy ASR: the first token is the argmax of the last prefill position.
+    let asr = r.asr_tokens();
+    let logits = r.f32("asr_prefill_logits");
+    let last = &logits[(l - 1) * cfg.vocab_size..];
+    let argmax = (0..last.len())
+        .max_by(|&a, &b| last[a].total_cmp(&last[b]))
+        .unwrap();
+    assert_eq!(argmax as u32, asr[0]);
+    assert!(
+        asr.iter().collect::<BTreeSet<_>>().len() > asr.len() / 2,
+        "{asr:?}"
+    );
+    assert_eq!(r.meta("asr_stop"), "max_steps");
+    assert!(r.f32("asr_margins").iter().all(|&m| m > 0.0));
+
+    // S2S: 6 text steps, then 12 frames, repeated.
+    let steps = r.s2s_steps();
+    assert_eq!(steps.len(), 48);
+    for (i, s) in steps.iter().enumerate() {
+        let text = (i % 18) < cfg.interleaved_n_text;
+        assert_eq!(matches!(s, Step::Text(_)), text, "step {i}: {s:?}");
+    }
+    let frames: Vec<[u32; 8]> = steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Audio(c) => Some(*c),
+            Step::Text(_) => None,
+        })
+        .collect();
+    assert_eq!(r.shape("s2s_depth_margins"), [frames.len(), 8]);
+    // The first frame's codes are the argmax of the stored depthformer logits.
+    let dl = r.f32("s2s_depth_logits");
+    for (cb, row) in dl.chunks_exact(2049).enumerate() {
+        let am = (0..2049)
+            .max_by(|&a, &b| row[a].total_cmp(&row[b]))
+            .unwrap();
+        assert_eq!(am as u32, frames[0][cb], "codebook {cb}");
+    }
+    // The detokenizer ran on the first 8 frames (codebook-major).
+    let codes = r.i64("detok_codes");
+    for t in 0..8 {
+        for cb in 0..8 {
+            assert_eq!(codes[cb * 8 + t] as u32, frames[t][cb]);
+        }
+    }
+    assert_eq!(r.shape("detok_spec"), [48, 1282]);
+    assert_eq!(r.shape("detok_waveform"), [1920 * 8]);
 }
