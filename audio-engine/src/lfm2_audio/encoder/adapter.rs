@@ -53,6 +53,6 @@ impl<'a> Adapter<'a> {
     ) -> EncodeResult<Tensor<'a>> {
         let h = layer_norm(ctx, x, &self.norm, eps)?;
         let h = ctx.gelu_erf(linear(ctx, h, &self.up)?)?;
-        Ok(linear(ctx, h, &self.down)?)
+        linear(ctx, h, &self.down)
     }
 }
