@@ -209,10 +209,13 @@ fn encode_file(be: &Backend, path: &Path, mel: &[f32], n_frames: usize) -> Encod
     enc.encode(be, mel, n_frames).expect("encode")
 }
 
+/// Mel features, their frame count, conformer and adapter outputs.
+type Reference = (Vec<f32>, usize, Vec<f32>, Vec<f32>);
+
 /// liquid-audio's outputs for the tiny checkpoint (seed [`DEFAULT_SEED`]) made by the reference
 /// script: `mel` `[128, frames]`, `encoder_out` `[frames/8, d_model]`, `adapter_out`
 /// `[frames/8, hidden]`. `None` while the fixture is not in the tree.
-fn fixture_reference() -> Option<(Vec<f32>, usize, Vec<f32>, Vec<f32>)> {
+fn fixture_reference() -> Option<Reference> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/lfm2_tiny/reference.safetensors");
     let st = SafeTensors::open(path).ok()?;
