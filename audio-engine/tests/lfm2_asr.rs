@@ -1,0 +1,241 @@
+//! LFM2-Audio ASR end to end on the tiny synthetic checkpoint, against liquid-audio 1.3.0's
+//! outputs on the same weights (`tests/fixtures/lfm2_tiny/reference.safetensors`): the prompt's
+//! token ids, the backbone's prefill logits (from liquid-audio's adapter rows and from ours),
+//! greedy ASR tokens; quantized packages against F32; and the task's typed errors.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use audio_engine::ggml::Backend;
+use audio_engine::lfm2_audio::audio::AudioError;
+use audio_engine::lfm2_audio::backbone::{Backbone, Position, Rows};
+use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
+use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::prompt::{PromptBuilder, PromptPiece, SYSTEM_ASR};
+use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, ModelOptions, StopReason};
+
+use common::lfm2_tiny::{checkpoint_dir, input_signal, reference};
+
+struct Quiet;
+impl Progress for Quiet {
+    fn tensor(&mut self, _: &Path, _: &str, _: usize, _: usize) {}
+}
+
+/// The checkpoint converted at `ty`, once per test process.
+fn package(ty: OutType) -> PackagePaths {
+    static DIRS: OnceLock<std::sync::Mutex<Vec<(OutType, PackagePaths)>>> = OnceLock::new();
+    let dirs = DIRS.get_or_init(Default::default);
+    let mut d = dirs.lock().unwrap();
+    if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
+        return p.clone();
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("lfm2-asr-{}-{ty:?}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let p = convert(checkpoint_dir(), &out, "Tiny", ty, &mut Quiet).unwrap();
+    d.push((ty, p.clone()));
+    p
+}
+
+fn engine(ty: OutType) -> Lfm2Audio {
+    let opts = ModelOptions {
+        n_threads: 2,
+        ..Default::default()
+    };
+    Lfm2Audio::from_package(ModelPackage::open_paths(package(ty)).unwrap(), opts).unwrap()
+}
+
+fn rel(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    let m = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+    a.iter().zip(b).fold(0f32, |e, (x, y)| e.max((x - y).abs())) / m
+}
+
+/// The ASR prompt as our builder makes it, flattened like the fixture (`None` = audio row).
+fn our_prompt(e: &Lfm2Audio, rows: usize) -> Vec<Option<u32>> {
+    let mut b = PromptBuilder::new(e.tokenizer());
+    b.system(SYSTEM_ASR)
+        .audio(rows)
+        .end_turn()
+        .new_turn("assistant");
+    b.finish()
+        .into_iter()
+        .flat_map(|p| match p {
+            PromptPiece::Text(ids) => ids.into_iter().map(Some).collect::<Vec<_>>(),
+            PromptPiece::Audio { n, .. } => vec![None; n],
+        })
+        .collect()
+}
+
+/// Prefill logits of every prompt position with the given audio rows.
+fn prefill_logits(ty: OutType, prompt: &[Option<u32>], audio: &[f32]) -> Vec<f32> {
+    let pkg = ModelPackage::open_paths(package(ty)).unwrap();
+    let be = Backend::cpu().unwrap();
+    be.set_n_threads(2).unwrap();
+    let h = pkg.backbone.config.hidden_size as usize;
+    let bb = Backbone::load(pkg.backbone, &be).unwrap();
+    let mut cache = bb.new_cache(prompt.len()).unwrap();
+    let mut row = 0;
+    let positions: Vec<Position<'_>> = prompt
+        .iter()
+        .map(|p| match p {
+            Some(t) => Position::Text(*t),
+            None => {
+                row += 1;
+                Position::Audio(&audio[(row - 1) * h..row * h])
+            }
+        })
+        .collect();
+    bb.forward(&mut cache, &positions, Rows::All, true)
+        .unwrap()
+        .logits
+        .unwrap()
+}
+
+#[test]
+fn prompt_prefill_and_greedy_tokens_match_liquid_audio() {
+    let r = reference();
+    let e = engine(OutType::F32);
+    let want_prompt = r.prompt("asr");
+    let rows = want_prompt.iter().filter(|p| p.is_none()).count();
+    assert_eq!(our_prompt(&e, rows), want_prompt, "prompt token ids");
+
+    // Backbone alone: liquid-audio's adapter rows in, logits at every position out.
+    let want = r.f32("asr_prefill_logits");
+    let got = prefill_logits(OutType::F32, &want_prompt, &r.f32("adapter_out"));
+    let e_bb = rel(&got, &want);
+    // End to end: our features, encoder and adapter.
+    let (n, ours) = e.encode_audio(&input_signal()).unwrap();
+    assert_eq!(n, rows);
+    let e_adapter = rel(&ours, &r.f32("adapter_out"));
+    let got2 = prefill_logits(OutType::F32, &want_prompt, &ours);
+    let e_all = rel(&got2, &want);
+    println!(
+        "prefill logits vs liquid-audio: backbone {e_bb:.2e}, end to end {e_all:.2e} \
+         (adapter {e_adapter:.2e})"
+    );
+    assert!(e_bb < 1e-3, "backbone logits {e_bb}");
+    assert!(e_all < 1e-3, "end-to-end logits {e_all}");
+
+    // Greedy ASR: the same tokens, stopping where liquid-audio stopped.
+    let want_tokens = r.asr_tokens();
+    let opts = AsrOptions {
+        max_new_tokens: want_tokens.len(),
+        ..Default::default()
+    };
+    let got = e.asr(&input_signal(), &opts).unwrap();
+    assert_eq!(got.tokens, want_tokens);
+    assert_eq!(r.meta("asr_stop"), "max_steps");
+    assert_eq!(got.stop, StopReason::MaxTokens);
+    assert_eq!(got.prompt_positions, want_prompt.len());
+    // Deterministic: a second run gives the same bytes.
+    let again = e.asr(&input_signal(), &opts).unwrap();
+    assert_eq!(again.tokens, got.tokens);
+    assert_eq!(again.text, got.text);
+}
+
+#[test]
+fn quantized_packages_stay_close_to_f32() {
+    let r = reference();
+    let prompt = r.prompt("asr");
+    let audio = r.f32("adapter_out");
+    let f32_logits = prefill_logits(OutType::F32, &prompt, &audio);
+    // Bounds: measured on this checkpoint 2.1e-3 (F16), 4.7e-2 (Q8_0), 4.0e-1 (Q4_0) of the
+    // largest logit, with ~2x headroom. The tiny model amplifies weight rounding about 4x (F16
+    // rounds weights by <= 4.9e-4 relative); Q8_0 also quantizes the activations, and Q4_0's
+    // 16 levels per block are coarse on random weights.
+    for (ty, bound) in [
+        (OutType::F16, 5e-3),
+        (OutType::Q8_0, 1e-1),
+        (OutType::Q4_0, 8e-1),
+    ] {
+        let q = prefill_logits(ty, &prompt, &audio);
+        let e = rel(&q, &f32_logits);
+        println!("{ty:?} prefill logits vs F32: {e:.2e} (bound {bound:.0e})");
+        assert!(e < bound, "{ty:?}: {e}");
+        assert!(e > 0.0, "{ty:?} should differ from F32 at all");
+    }
+}
+
+fn wav(rate: u32, channels: u16, samples: &[f32]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate: rate,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for &s in samples {
+        for _ in 0..channels {
+            w.write_sample(s).unwrap();
+        }
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+#[test]
+fn any_rate_and_channel_count_and_typed_errors() {
+    let e = engine(OutType::F32);
+    let opts = AsrOptions {
+        max_new_tokens: 4,
+        ..Default::default()
+    };
+    // 16 kHz stereo with identical channels reads as the mono signal: the same tokens.
+    let sig = input_signal();
+    let mono = e.asr(&sig, &opts).unwrap();
+    let stereo = e.asr_wav(&wav(16_000, 2, &sig), &opts).unwrap();
+    assert_eq!(stereo.tokens, mono.tokens);
+    // 44.1 kHz input is resampled; it runs and gives as many audio rows as its duration implies.
+    let r441: Vec<f32> = (0..44_100)
+        .map(|i| ((i % 100) as f32 / 50.0 - 1.0) * 0.3)
+        .collect();
+    let out = e.asr_wav(&wav(44_100, 1, &r441), &opts).unwrap();
+    assert_eq!(out.tokens.len(), 4);
+
+    assert!(matches!(
+        e.asr_wav(&wav(16_000, 1, &[]), &opts),
+        Err(EngineError::Audio(AudioError::Empty))
+    ));
+    let mut nan = sig.clone();
+    nan[100] = f32::NAN;
+    assert!(matches!(
+        e.asr(&nan, &opts),
+        Err(EngineError::Audio(AudioError::NonFinite { index: 100 }))
+    ));
+    assert!(matches!(
+        e.asr_wav(b"RIFF....not a wav", &opts),
+        Err(EngineError::Audio(AudioError::Unreadable(_)))
+    ));
+    let short_limit = Lfm2Audio::from_package(
+        ModelPackage::open_paths(package(OutType::F32)).unwrap(),
+        ModelOptions {
+            max_audio_seconds: 1.0,
+            n_threads: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let err = short_limit.asr(&sig, &opts).unwrap_err();
+    assert!(
+        matches!(err, EngineError::Audio(AudioError::TooLong { .. })),
+        "{err}"
+    );
+    assert!(err.is_invalid_request());
+    let zero = AsrOptions {
+        max_new_tokens: 0,
+        ..Default::default()
+    };
+    assert!(matches!(
+        e.asr(&sig, &zero),
+        Err(EngineError::InvalidRequest(_))
+    ));
+    let huge = AsrOptions {
+        max_new_tokens: 100_000,
+        ..Default::default()
+    };
+    assert!(matches!(e.asr(&sig, &huge), Err(EngineError::Capacity(_))));
+}
