@@ -36,6 +36,16 @@ fn write_model(path: &Path, matrix_ty: GgmlType, seed: u64) {
 }
 
 fn write_model_layers(path: &Path, matrix_ty: GgmlType, seed: u64, layers: &[u32]) {
+    write_model_full(path, matrix_ty, seed, layers, None)
+}
+
+fn write_model_full(
+    path: &Path,
+    matrix_ty: GgmlType,
+    seed: u64,
+    layers: &[u32],
+    window: Option<u32>,
+) {
     let mut w = GgufWriter::new();
     let kvs: Vec<(&str, GgufValue)> = vec![
         ("general.architecture", "lfm2".into()),
@@ -53,6 +63,9 @@ fn write_model_layers(path: &Path, matrix_ty: GgmlType, seed: u64, layers: &[u32
     ];
     for (k, v) in kvs {
         w.add_kv(k, v).unwrap();
+    }
+    if let Some(win) = window {
+        w.add_kv("lfm2.attention.sliding_window", win).unwrap();
     }
     let mut rng = Rng(seed);
     let hd = HIDDEN / u64::from(HEADS);
@@ -323,5 +336,38 @@ fn decode_cache_memory_is_resident_only_where_written() {
     // pages, far below the mapping.
     assert!(after > before);
     assert!(after < total / 20, "{after} of {total} resident");
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn sliding_window_attention_matches_llama_cpp() {
+    let path = std::env::temp_dir().join(format!("backbone-graph-swa-{}.gguf", std::process::id()));
+    write_model_full(&path, GgmlType::F32, 0x5eed_0002, &KV_PER_LAYER, Some(8));
+    let toks = tokens(40);
+    let want = llama_logits(&path, &toks);
+    let bb = ours(&path);
+    assert_eq!(bb.sliding_window(), Some(8));
+    let mut cache = bb.new_cache(256).unwrap();
+    let got = bb
+        .forward(&mut cache, &text(&toks), Rows::All, true)
+        .unwrap()
+        .logits
+        .unwrap();
+    let e = rel(&got, &want);
+    println!("sliding window 8: max rel logits difference vs llama.cpp {e:.2e}");
+    assert!(e < 1e-4, "{e}");
+    // The window matters: the same weights without it give the same first 8 positions and
+    // different later ones.
+    write_model_full(&path, GgmlType::F32, 0x5eed_0002, &KV_PER_LAYER, None);
+    let full = ours(&path);
+    let mut cache = full.new_cache(256).unwrap();
+    let unwindowed = full
+        .forward(&mut cache, &text(&toks), Rows::All, true)
+        .unwrap()
+        .logits
+        .unwrap();
+    let v = VOCAB as usize;
+    assert_eq!(&unwindowed[..8 * v], &got[..8 * v]);
+    assert!(rel(&unwindowed[30 * v..], &got[30 * v..]) > 1e-3);
     let _ = std::fs::remove_file(&path);
 }

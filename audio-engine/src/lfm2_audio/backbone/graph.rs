@@ -151,9 +151,8 @@ fn embed<'a>(
         it.audio = Some(a);
         pieces.push(a);
     }
-    if inp.n_frames > 0 {
+    if let Some(ncb) = inp.codes.len().checked_div(inp.n_frames) {
         let table = table.ok_or(BackboneError::NoAudioCodes)?;
-        let ncb = inp.codes.len() / inp.n_frames;
         let idx = input(
             ctx,
             ctx.new_tensor_1d(GgmlType::I32, inp.codes.len() as i64)?,
@@ -267,6 +266,9 @@ fn attention<'a>(
     Ok(ctx.mul_mat(get(output)?, merged)?)
 }
 
+// why: the layer needs the context, the model, its weights, its cache row, the input and the
+// graph; bundling them in a struct would only rename the same eight things.
+#[allow(clippy::too_many_arguments)]
 fn short_conv<'a>(
     ctx: &'a Context,
     bb: &Backbone,
@@ -426,7 +428,7 @@ pub(super) fn run(
     }
 
     bb.alloc.alloc_graph(&g)?;
-    set_inputs(&it, &inp, p0, n)?;
+    set_inputs(&it, &inp, p0, n, bb.sliding_window)?;
     bb.backend.compute(&g)?;
 
     let mut out = ForwardOutput::default();
@@ -438,7 +440,13 @@ pub(super) fn run(
     Ok(out)
 }
 
-fn set_inputs(it: &InputTensors<'_>, inp: &Inputs, p0: usize, n: usize) -> R<()> {
+fn set_inputs(
+    it: &InputTensors<'_>,
+    inp: &Inputs,
+    p0: usize,
+    n: usize,
+    window: Option<usize>,
+) -> R<()> {
     if let Some(t) = it.text {
         t.set_i32(&inp.text)?;
     }
@@ -460,6 +468,13 @@ fn set_inputs(it: &InputTensors<'_>, inp: &Inputs, p0: usize, n: usize) -> R<()>
             // why: position p0+i sees cache rows 0..=p0+i (causal), nothing later.
             for v in &mut mask[i * kv + p0 + i + 1..(i + 1) * kv] {
                 *v = f32::NEG_INFINITY;
+            }
+            // With a sliding window of w, it sees only rows p0+i-w+1 ..= p0+i.
+            if let Some(w) = window {
+                let first = (p0 + i + 1).saturating_sub(w);
+                for v in &mut mask[i * kv..i * kv + first] {
+                    *v = f32::NEG_INFINITY;
+                }
             }
         }
         m.set_f32(&mask)?;

@@ -140,6 +140,7 @@ pub struct Backbone {
     tensors: Lfm2Tensors,
     weights: WeightFile,
     audio_codes: Option<AudioCodeTable>,
+    sliding_window: Option<usize>,
     backend: Backend,
     alloc: GraphAllocator,
 }
@@ -161,6 +162,11 @@ impl Backbone {
             config,
             tensors,
         } = file;
+        // The detokenizer's LFM2 attends within a causal sliding window.
+        let sliding_window = gguf
+            .get_integer_opt::<u64>("lfm2.attention.sliding_window")?
+            .filter(|&w| w > 0)
+            .map(|w| w as usize);
         // why: the tokenizer arrays are metadata, not tensors; every tensor of the file is used.
         let weights = WeightFile::load(gguf, backend)?;
         let alloc = GraphAllocator::new(backend).map_err(|source| LoadError::Backend {
@@ -172,6 +178,7 @@ impl Backbone {
             tensors,
             weights,
             audio_codes: None,
+            sliding_window,
             backend: backend.clone(),
             alloc,
         })
@@ -185,6 +192,12 @@ impl Backbone {
     /// The audio-code table, if set.
     pub fn audio_codes(&self) -> Option<&AudioCodeTable> {
         self.audio_codes.as_ref()
+    }
+
+    /// The causal sliding window of the attention layers, if the file sets one
+    /// (`lfm2.attention.sliding_window`): a position attends to itself and the `w - 1` before it.
+    pub fn sliding_window(&self) -> Option<usize> {
+        self.sliding_window
     }
 
     /// Hyperparameters.
