@@ -239,3 +239,35 @@ fn any_rate_and_channel_count_and_typed_errors() {
     };
     assert!(matches!(e.asr(&sig, &huge), Err(EngineError::Capacity(_))));
 }
+
+#[test]
+fn converted_backbone_logits_agree_with_llama_cpp() {
+    use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
+    let paths = package(OutType::F32);
+    let e = engine(OutType::F32);
+    let toks = e.tokenizer().encode(
+        "<|startoftext|>Numbers first, then voices: 2024 talks.",
+        true,
+    );
+    assert!(toks.len() > 8);
+    // llama.cpp's own lfm2 on the same file.
+    let model = LlamaModel::load(&paths.backbone).unwrap();
+    let opts = ContextOptions {
+        exact_attention: true,
+        ..Default::default()
+    };
+    let mut ctx = LlamaContext::new(&model, &opts, None).unwrap();
+    let mut batch = LlamaBatch::new();
+    for (i, &t) in toks.iter().enumerate() {
+        batch.push(t as i32, i as i32, 0, true);
+    }
+    ctx.decode(&batch).unwrap();
+    let want: Vec<f32> = (0..toks.len())
+        .flat_map(|i| ctx.logits(i).unwrap().to_vec())
+        .collect();
+    let prompt: Vec<Option<u32>> = toks.iter().map(|&t| Some(t)).collect();
+    let got = prefill_logits(OutType::F32, &prompt, &[]);
+    let err = rel(&got, &want);
+    println!("converted tiny backbone vs llama.cpp: {err:.2e}");
+    assert!(err < 1e-3, "{err}");
+}
