@@ -14,6 +14,7 @@ pub mod load_error;
 pub mod package;
 pub mod prompt;
 pub mod safetensors;
+pub mod schedule;
 pub mod synthetic;
 pub mod tokenizer;
 pub mod vocoder_config;
