@@ -271,3 +271,75 @@ fn converted_backbone_logits_agree_with_llama_cpp() {
     println!("converted tiny backbone vs llama.cpp: {err:.2e}");
     assert!(err < 1e-3, "{err}");
 }
+
+#[test]
+fn frames_embed_as_the_sum_of_their_codebook_rows() {
+    use audio_engine::lfm2_audio::backbone::AudioCodeTable;
+    use audio_engine::lfm2_audio::weights::WeightFile;
+    let paths = package(OutType::F32);
+    let pkg = ModelPackage::open_paths(paths.clone()).unwrap();
+    let be = Backend::cpu().unwrap();
+    be.set_n_threads(2).unwrap();
+    let h = pkg.backbone.config.hidden_size as usize;
+    let ncb = pkg.vocoder.config.codebooks as usize;
+    let info = pkg.mmproj.tensor("a.position_embd.weight").unwrap();
+    let table = pkg.mmproj.tensor_to_f32(info).unwrap();
+    let size = table.len() / h / ncb;
+    let mut bb = Backbone::load(pkg.backbone, &be).unwrap();
+    let file = WeightFile::load_filtered(
+        audio_engine::lfm2_audio::weights::open_gguf(&paths.mmproj).unwrap(),
+        &be,
+        |n| n == "a.position_embd.weight",
+    )
+    .unwrap();
+    bb.set_audio_codes(AudioCodeTable::new(file, "a.position_embd.weight", ncb, h).unwrap());
+
+    let frames: Vec<Vec<u32>> = (0..3)
+        .map(|f| {
+            (0..ncb)
+                .map(|cb| ((f * 977 + cb * 131) % size) as u32)
+                .collect()
+        })
+        .collect();
+    // The same sum on the host, in the same order (codebook 0 first).
+    let sums: Vec<Vec<f32>> = frames
+        .iter()
+        .map(|codes| {
+            let mut s = vec![0f32; h];
+            for (cb, &c) in codes.iter().enumerate() {
+                let row = &table[(cb * size + c as usize) * h..][..h];
+                if cb == 0 {
+                    s.copy_from_slice(row);
+                } else {
+                    s.iter_mut().zip(row).for_each(|(a, b)| *a += b);
+                }
+            }
+            s
+        })
+        .collect();
+    let lead = [Position::Text(1), Position::Text(6)];
+    let run = |tail: Vec<Position<'_>>| {
+        let mut c = bb.new_cache(16).unwrap();
+        let mut p = lead.to_vec();
+        p.extend(tail);
+        bb.forward(&mut c, &p, Rows::All, true).unwrap()
+    };
+    let by_codes = run(frames.iter().map(|f| Position::Frame(f)).collect());
+    let by_rows = run(sums.iter().map(|s| Position::Audio(s)).collect());
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(by_codes.logits.as_ref().unwrap()),
+        bits(by_rows.logits.as_ref().unwrap())
+    );
+    assert_eq!(bits(&by_codes.hidden), bits(&by_rows.hidden));
+    // Out-of-range codes and short frames are typed errors.
+    let mut c = bb.new_cache(16).unwrap();
+    let bad = vec![size as u32; ncb];
+    assert!(bb
+        .forward(&mut c, &[Position::Frame(&bad)], Rows::Last, true)
+        .is_err());
+    assert!(bb
+        .forward(&mut c, &[Position::Frame(&bad[..1])], Rows::Last, true)
+        .is_err());
+    assert_eq!(c.len(), 0);
+}
