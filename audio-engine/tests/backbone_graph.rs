@@ -371,3 +371,43 @@ fn sliding_window_attention_matches_llama_cpp() {
     assert!(rel(&unwindowed[30 * v..], &got[30 * v..]) > 1e-3);
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn restored_blocks_continue_exactly_like_the_run_that_saved_them() {
+    let path = model_path("blocks", GgmlType::F32);
+    let bb = ours(&path);
+    let toks = tokens(530);
+    let mut a = bb.new_cache(1024).unwrap();
+    bb.forward(&mut a, &text(&toks[..256]), Rows::None, false)
+        .unwrap();
+    let b0 = a.save_last_block().unwrap();
+    bb.forward(&mut a, &text(&toks[256..512]), Rows::None, false)
+        .unwrap();
+    let b1 = a.save_last_block().unwrap();
+    assert_eq!((b0.start(), b1.start()), (0, 256));
+    assert!(b1.size_bytes() > 0);
+    let tail_a = bb
+        .forward(&mut a, &text(&toks[512..]), Rows::All, true)
+        .unwrap();
+
+    // A cache of another capacity that ran something else first, cleared, then restored.
+    let mut b = bb.new_cache(2048).unwrap();
+    bb.forward(&mut b, &text(&tokens(300)[..]), Rows::None, false)
+        .unwrap();
+    b.clear().unwrap();
+    assert!(b.restore_block(&b1).is_err(), "out of order");
+    b.restore_block(&b0).unwrap();
+    b.restore_block(&b1).unwrap();
+    assert_eq!(b.len(), 512);
+    let tail_b = bb
+        .forward(&mut b, &text(&toks[512..]), Rows::All, true)
+        .unwrap();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(tail_a.logits.as_ref().unwrap()),
+        bits(tail_b.logits.as_ref().unwrap())
+    );
+    // Not at a block boundary: no save.
+    assert!(b.save_last_block().is_err());
+    let _ = std::fs::remove_file(&path);
+}

@@ -196,4 +196,109 @@ impl DecodeCache {
     pub(crate) fn kv_row_bytes(&self, il: usize) -> usize {
         self.kv_row_bytes[il]
     }
+
+    /// A host copy of what the block ending at the cache's current length wrote: the K/V rows
+    /// of its [`BLOCK_POSITIONS`] positions and the conv tails after it. The length must be a
+    /// positive multiple of [`BLOCK_POSITIONS`] (call it right after a block-aligned prefill).
+    pub fn save_last_block(&self) -> Result<CacheBlock, BackboneError> {
+        let len = self.len;
+        if len == 0 || len % BLOCK_POSITIONS != 0 {
+            return Err(BackboneError::Input(format!(
+                "a block can be saved only at a block boundary; the cache holds {len} positions"
+            )));
+        }
+        let start = len - BLOCK_POSITIONS;
+        let tensors = self.ctx.tensors();
+        let mut layers = Vec::with_capacity(self.slots.len());
+        for (il, slot) in self.slots.iter().enumerate() {
+            layers.push(match *slot {
+                LayerSlot::Attention { k, v } => {
+                    let row = self.kv_row_bytes[il];
+                    let mut kb = vec![0u8; row * BLOCK_POSITIONS];
+                    let mut vb = vec![0u8; row * BLOCK_POSITIONS];
+                    tensors[k].read_bytes(start * row, &mut kb)?;
+                    tensors[v].read_bytes(start * row, &mut vb)?;
+                    SavedLayer::Attention { k: kb, v: vb }
+                }
+                LayerSlot::Conv { state } => SavedLayer::Conv {
+                    tail: tensors[state].get_bytes()?,
+                },
+            });
+        }
+        Ok(CacheBlock { start, layers })
+    }
+
+    /// Writes a saved block back: the cache must hold exactly the positions before it. The
+    /// cache then holds what running the block would have left, byte for byte.
+    pub fn restore_block(&mut self, block: &CacheBlock) -> Result<(), BackboneError> {
+        if block.start != self.len {
+            return Err(BackboneError::Input(format!(
+                "block starts at {}, the cache holds {} positions",
+                block.start, self.len
+            )));
+        }
+        if block.start + BLOCK_POSITIONS > self.capacity {
+            return Err(BackboneError::Capacity {
+                needed: block.start + BLOCK_POSITIONS,
+                capacity: self.capacity,
+            });
+        }
+        if block.layers.len() != self.slots.len() {
+            return Err(BackboneError::CacheMismatch);
+        }
+        let tensors = self.ctx.tensors();
+        for (il, (slot, saved)) in self.slots.iter().zip(&block.layers).enumerate() {
+            match (*slot, saved) {
+                (LayerSlot::Attention { k, v }, SavedLayer::Attention { k: kb, v: vb }) => {
+                    let row = self.kv_row_bytes[il];
+                    if kb.len() != row * BLOCK_POSITIONS || vb.len() != kb.len() {
+                        return Err(BackboneError::CacheMismatch);
+                    }
+                    tensors[k].set_bytes(block.start * row, kb)?;
+                    tensors[v].set_bytes(block.start * row, vb)?;
+                }
+                (LayerSlot::Conv { state }, SavedLayer::Conv { tail }) => {
+                    if tail.len() != tensors[state].nbytes() {
+                        return Err(BackboneError::CacheMismatch);
+                    }
+                    tensors[state].set_bytes(0, tail)?;
+                }
+                _ => return Err(BackboneError::CacheMismatch),
+            }
+        }
+        self.len += BLOCK_POSITIONS;
+        Ok(())
+    }
+}
+
+/// One layer's part of a saved block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SavedLayer {
+    Attention { k: Vec<u8>, v: Vec<u8> },
+    Conv { tail: Vec<u8> },
+}
+
+/// A host copy of one prefill block's cache writes (see [`DecodeCache::save_last_block`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheBlock {
+    start: usize,
+    layers: Vec<SavedLayer>,
+}
+
+impl CacheBlock {
+    /// First position of the block.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Host bytes the copy takes.
+    pub fn size_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| match l {
+                SavedLayer::Attention { k, v } => k.len() + v.len(),
+                SavedLayer::Conv { tail } => tail.len(),
+            })
+            .sum()
+    }
 }

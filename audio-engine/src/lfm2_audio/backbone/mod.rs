@@ -15,7 +15,7 @@ use super::backbone_config::{Lfm2Backbone, Lfm2Config, Lfm2Tensors};
 use super::load_error::LoadError;
 use super::weights::WeightFile;
 
-pub use cache::{DecodeCache, BLOCK_POSITIONS};
+pub use cache::{CacheBlock, DecodeCache, BLOCK_POSITIONS};
 
 /// Why a backbone run failed.
 #[derive(Debug, thiserror::Error)]
