@@ -411,3 +411,56 @@ fn restored_blocks_continue_exactly_like_the_run_that_saved_them() {
     assert!(b.save_last_block().is_err());
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn prefill_cache_restores_shared_blocks_without_changing_bits() {
+    use audio_engine::lfm2_audio::prefill_cache::PrefillCache;
+    let path = model_path("prefill-cache", GgmlType::F32);
+    let bb = ours(&path);
+    let a = tokens(700);
+    let other: Vec<u32> = tokens(900).iter().map(|t| (t + 5) % VOCAB as u32).collect();
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let fresh = |p: &[u32]| {
+        let mut none = PrefillCache::new(0);
+        let mut c = bb.new_cache(1024).unwrap();
+        let o = none.prefill(&bb, &mut c, &text(p)).unwrap();
+        assert_eq!(none.resumed_prefill_steps(), 0);
+        assert!(none.is_empty());
+        bits(&o.logits.unwrap())
+    };
+    let mut pc = PrefillCache::new(2);
+    let mut cache = bb.new_cache(1024).unwrap();
+    let mut run = |pc: &mut PrefillCache, p: &[u32]| {
+        let o = pc.prefill(&bb, &mut cache, &text(p)).unwrap();
+        (pc.resumed_prefill_steps(), bits(&o.logits.unwrap()))
+    };
+    // Turn 1 (600 positions), turn 2 extends it (700): blocks 0 and 1 come back.
+    let (r1, l1) = run(&mut pc, &a[..600]);
+    assert_eq!((r1, &l1), (0, &fresh(&a[..600])));
+    let (r2, l2) = run(&mut pc, &a);
+    assert_eq!((r2, &l2), (512, &fresh(&a)));
+    // Another conversation, then the first again: both kept (2 slots).
+    let (r3, _) = run(&mut pc, &other);
+    assert_eq!(r3, 0);
+    let (r4, l4) = run(&mut pc, &a);
+    assert_eq!((r4, &l4), (512, &fresh(&a)));
+    // A prompt of exactly two blocks: its last block always runs.
+    let (r5, l5) = run(&mut pc, &a[..512]);
+    assert_eq!((r5, &l5), (256, &fresh(&a[..512])));
+    // A prompt that diverges inside block 1 restores block 0 only.
+    let mut div = a.clone();
+    div[300] = (div[300] + 1) % VOCAB as u32;
+    let (r6, l6) = run(&mut pc, &div);
+    assert_eq!((r6, &l6), (256, &fresh(&div)));
+    // One slot: another conversation evicts the first.
+    let mut one = PrefillCache::new(1);
+    run(&mut one, &a);
+    run(&mut one, &other);
+    assert_eq!(run(&mut one, &a).0, 0);
+    // Over capacity: a typed error, kept blocks untouched.
+    let kept = pc.size_bytes();
+    let mut small = bb.new_cache(256).unwrap();
+    assert!(pc.prefill(&bb, &mut small, &text(&a)).is_err());
+    assert_eq!(pc.size_bytes(), kept);
+    let _ = std::fs::remove_file(&path);
+}

@@ -267,6 +267,17 @@ pub(crate) fn prefill_blocks(
     cache: &mut DecodeCache,
     positions: &[Position<'_>],
 ) -> Result<ForwardOutput, EngineError> {
+    prefill_blocks_with(backbone, cache, positions, &mut |_, _| Ok(()))
+}
+
+/// [`prefill_blocks`], calling `on_block(cache, first)` after each block that ends on a block
+/// boundary (`first` = index in `positions` of the block's first position).
+pub fn prefill_blocks_with(
+    backbone: &Backbone,
+    cache: &mut DecodeCache,
+    positions: &[Position<'_>],
+    on_block: &mut dyn FnMut(&DecodeCache, usize) -> Result<(), EngineError>,
+) -> Result<ForwardOutput, EngineError> {
     if positions.is_empty() {
         return Err(EngineError::InvalidRequest("empty prompt".into()));
     }
@@ -285,18 +296,12 @@ pub(crate) fn prefill_blocks(
         let last = done + n == positions.len();
         let rows = if last { Rows::Last } else { Rows::None };
         let out = backbone.forward(cache, &positions[done..done + n], rows, last)?;
+        if cache.len() % BLOCK_POSITIONS == 0 {
+            on_block(cache, done)?;
+        }
         done += n;
         if last {
             return Ok(out);
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn model_handle_is_send_and_sync() {
-        fn check<T: Send + Sync>() {}
-        check::<super::Lfm2Audio>();
     }
 }

@@ -12,6 +12,7 @@ pub mod error;
 pub mod features;
 pub mod load_error;
 pub mod package;
+pub mod prefill_cache;
 pub mod prompt;
 pub mod safetensors;
 pub mod schedule;
