@@ -4,6 +4,7 @@ pub mod asr;
 pub mod audio;
 pub mod backbone;
 pub mod backbone_config;
+pub mod conversation;
 pub mod convert;
 pub mod demo;
 pub mod encoder;
