@@ -52,11 +52,33 @@ Tensors (row-major, outermost first; "frames" are time steps):
 - detok_spec          f32 [6T, 1282]        detokenizer head output (lin) before the ISTFT:
                                             641 log-magnitudes then 641 phases per row
 - detok_waveform      f32 [1920 T]          24 kHz waveform
+- tts_prompt_ids, tts_prompt_modality       the TTS prompt (text only: all modality 1); system
+                                            TTS_SYSTEM, user turn TTS_TEXT (below)
+- tts_steps           i64 [k, 9]            greedy sequential TTS (generate_sequential), one row
+                                            per yielded step, laid out like s2s_steps: text
+                                            tokens until <|audio_start|> (128), then frames
+                                            (a frame with code_0 = 2048 is yielded as all 2048
+                                            and switches back to text)
+- tts_text_margins    f32 [k_text]          top-1 minus top-2 for each TTS text step, in order
+- tts_depth_margins   f32 [k_audio, 8]      the same for each codebook of each TTS frame
 
 __metadata__ (strings): seed, liquid_audio_version, torch_version, transformers_version,
 checkpoint_config (config.json), digest_model / digest_detokenizer / digest_tokenizer (see
-file_digest), asr_stop / s2s_stop ("im_end", "audio_start" or "max_steps"), the smallest greedy
-margins (asr_min_margin, s2s_min_text_margin, s2s_min_depth_margin), shape.<name> per tensor.
+file_digest), asr_stop / s2s_stop / tts_stop ("im_end", "audio_start" or "max_steps"), the
+smallest greedy margins (asr_min_margin, s2s_min_text_margin, s2s_min_depth_margin,
+tts_min_text_margin, tts_min_depth_margin), tts_system / tts_prompt (the TTS system prompt and
+user text), shape.<name> per tensor.
+
+The TTS user text: a random tiny model greedily emits <|audio_start|> only for some texts, and
+sequential generation produces audio only after it. TTS_TEXT was picked from the 80 texts
+f"{subject}, {tail}" (subject in "Hello there", "Good morning", "The weather today", "My
+favourite song", "This sentence", "A small test", "Please read this", "Welcome home", "The
+train", "Our meeting"; tail in "numbers 2024 and voices.", "is quite nice.", "starts at
+nine.", "sounds lovely.", "has 7 words.", "ends here!", "was late again.", "is about 42
+cats."): three of them reach 128 within 32 steps ("Hello there, was late again." at step 27,
+"Welcome home, has 7 words." at step 8, "The train, numbers 2024 and voices." at step 20);
+TTS_TEXT is the one whose 64-step greedy run has the largest smallest margins (text 0.092,
+depth 0.0094; the others go down to 0.0074 / 0.0011 and 0.020 / 0.0034).
 """
 
 import argparse
@@ -78,6 +100,9 @@ N_SAMPLES = 24_000
 ASR_MAX_STEPS = 32
 S2S_STEPS = 48
 DETOK_FRAMES = 8
+TTS_STEPS = 64
+TTS_SYSTEM = "Perform TTS. Use the US female voice."
+TTS_TEXT = "The train, numbers 2024 and voices."
 
 # Spot values of input_signal() * 32768, shared with audio-engine/tests/synthetic_checkpoint.rs.
 SIGNAL_SPOTS = {0: 408, 1: -721, 2: -932, 3: 773, 4000: -4749, 12000: 6671, 23999: -15419}
@@ -140,6 +165,19 @@ def prompt(processor, system: str, wave: torch.Tensor) -> ChatState:
     chat.end_turn()
     chat.new_turn("user")
     chat.add_audio(wave, 16_000)
+    chat.end_turn()
+    chat.new_turn("assistant")
+    return chat
+
+
+def text_prompt(processor, system: str, text: str) -> ChatState:
+    """Like prompt(), with a text user turn (liquid-audio's TTS usage)."""
+    chat = ChatState(processor, dtype=torch.float32)
+    chat.new_turn("system")
+    chat.add_text(system)
+    chat.end_turn()
+    chat.new_turn("user")
+    chat.add_text(text)
     chat.end_turn()
     chat.new_turn("assistant")
     return chat
@@ -295,12 +333,48 @@ def main() -> int:
         out["detok_waveform"] = wav[0].contiguous()
         assert wav.shape[1] == 1920 * DETOK_FRAMES, wav.shape
 
+        # TTS: greedy sequential generation from a text prompt (the hooks above still record).
+        text_margins.clear()
+        depth_logits.clear()
+        depth_hidden.clear()
+        chat = text_prompt(processor, TTS_SYSTEM, TTS_TEXT)
+        ids, flags = prompt_rows(chat)
+        assert bool((flags == LFMModality.TEXT).all()) and chat.audio_in.shape[1] == 0
+        out["tts_prompt_ids"], out["tts_prompt_modality"] = ids, flags
+        tts = []
+        for t in model.generate_sequential(
+            **chat,
+            max_new_tokens=TTS_STEPS,
+            text_temperature=None,
+            text_top_k=1,
+            audio_temperature=None,
+            audio_top_k=1,
+        ):
+            if t.numel() == 1:
+                tts.append([int(t)] + [-1] * 8)
+            else:
+                tts.append([-1] + [int(c) for c in t])
+        tts_stop = "im_end" if tts[-1][0] == 7 else "max_steps"
+        assert tts_stop == "im_end" or len(tts) == TTS_STEPS
+        meta["tts_stop"] = tts_stop
+        out["tts_steps"] = torch.tensor(tts, dtype=torch.int64).reshape(-1, 9)
+        n_tts_frames = sum(1 for s in tts if s[0] == -1)
+        assert len(depth_logits) == 8 * n_tts_frames == 8 * len(depth_hidden)
+        assert len(text_margins) == len(tts) - n_tts_frames
+        out["tts_text_margins"] = torch.tensor(text_margins, dtype=torch.float32)
+        out["tts_depth_margins"] = torch.tensor(
+            [top2_margin(x) for x in depth_logits], dtype=torch.float32
+        ).reshape(n_tts_frames, 8)
+
     # Sanity: the fixture must exercise something.
     assert len(set(asr)) > 1 or asr_stop != "max_steps", f"ASR tokens all equal: {asr}"
     kinds = {s[0] == -1 for s in steps}
     assert kinds == {True, False}, "S2S must have text and audio steps"
     codes_seen = {c for s in steps if s[0] == -1 for c in s[1:]}
     assert len(codes_seen) > 8, f"audio codes barely vary: {codes_seen}"
+    assert len(tts) >= 40, f"TTS recorded only {len(tts)} steps"
+    first_audio = next(i for i, s in enumerate(tts) if s[0] == 128)  # StopIteration: no audio
+    assert tts[first_audio + 1][0] == -1 and n_tts_frames >= 16, "TTS produced too few frames"
 
     meta.update(
         seed=str(args.seed),
@@ -314,6 +388,10 @@ def main() -> int:
         asr_min_margin=f"{float(out['asr_margins'].min()):.6g}",
         s2s_min_text_margin=f"{float(out['s2s_text_margins'].min()):.6g}",
         s2s_min_depth_margin=f"{float(out['s2s_depth_margins'].min()):.6g}",
+        tts_min_text_margin=f"{float(out['tts_text_margins'].min()):.6g}",
+        tts_min_depth_margin=f"{float(out['tts_depth_margins'].min()):.6g}",
+        tts_system=TTS_SYSTEM,
+        tts_prompt=TTS_TEXT,
         produced_by="tests/reference/make_reference.py; see its header for each tensor's layout",
         asr_prompt="<|startoftext|><|im_start|>system\\nPerform ASR.<|im_end|>\\n"
         "<|im_start|>user\\n[audio]<|im_end|>\\n<|im_start|>assistant\\n",
@@ -332,6 +410,9 @@ def main() -> int:
           f"depth {meta['s2s_min_depth_margin']}")
     print("s2s:", [s[0] if s[0] != -1 else tuple(s[1:]) for s in steps])
     print("decoded:", processor.text.decode([t for t in asr]))
+    print(f"tts ({tts_stop}, {n_tts_frames} frames, margins min text "
+          f"{meta['tts_min_text_margin']}, depth {meta['tts_min_depth_margin']}):",
+          [s[0] if s[0] != -1 else tuple(s[1:]) for s in tts])
     assert size < 2_000_000, "fixture too large"
     return 0
 

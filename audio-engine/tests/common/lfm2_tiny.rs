@@ -32,9 +32,18 @@
 //! | `detok_codes` | i64 | [8, 8] | codes (codebook-major) of the first 8 S2S frames |
 //! | `detok_spec` | f32 | [48, 1282] | detokenizer head output: 641 log-magnitudes, 641 phases |
 //! | `detok_waveform` | f32 | [15360] | 24 kHz waveform of those 8 frames |
+//! | `tts_prompt_ids`, `tts_prompt_modality` | i64 | [38] | the TTS prompt (text only), as above |
+//! | `tts_steps` | i64 | [64, 9] | greedy sequential TTS: 20 text steps ending in `<\|audio_start\|>` (128), then 44 frames; rows as in `s2s_steps` |
+//! | `tts_text_margins` | f32 | [20] | margin per TTS text step |
+//! | `tts_depth_margins` | f32 | [44, 8] | margin per TTS frame and codebook |
+//!
+//! The TTS prompt is `<|startoftext|>`, a system turn `tts_system` ("Perform TTS. Use the US
+//! female voice."), a user turn with the text `tts_prompt` ("The train, numbers 2024 and
+//! voices.") and an open assistant turn; it stops at `max_steps` (`tts_stop`).
 //!
 //! Metadata: `seed`, `liquid_audio_version`, `torch_version`, `asr_stop`, `s2s_stop`,
-//! `asr_min_margin`, `s2s_min_text_margin`, `s2s_min_depth_margin`, `digest_*`,
+//! `tts_stop`, `asr_min_margin`, `s2s_min_text_margin`, `s2s_min_depth_margin`,
+//! `tts_min_text_margin`, `tts_min_depth_margin`, `tts_system`, `tts_prompt`, `digest_*`,
 //! `checkpoint_config`, `shape.<name>`.
 
 use std::fs;
@@ -139,7 +148,7 @@ pub fn reference() -> &'static Reference {
     })
 }
 
-/// One step of the greedy S2S reply.
+/// One step of a greedy reply (S2S or TTS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// A text token.
@@ -203,7 +212,17 @@ impl Reference {
 
     /// The greedy S2S reply.
     pub fn s2s_steps(&self) -> Vec<Step> {
-        self.i64("s2s_steps")
+        self.steps("s2s_steps")
+    }
+
+    /// The greedy sequential TTS reply (prompt: `prompt("tts")`).
+    pub fn tts_steps(&self) -> Vec<Step> {
+        self.steps("tts_steps")
+    }
+
+    /// Steps tensor `name` ([n, 9]: text `[tok, -1 x8]`, frame `[-1, c0..c7]`).
+    fn steps(&self, name: &str) -> Vec<Step> {
+        self.i64(name)
             .chunks_exact(9)
             .map(|r| {
                 if r[0] >= 0 {
