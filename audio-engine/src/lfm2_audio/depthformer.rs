@@ -1,0 +1,695 @@
+//! The depthformer: turns one backbone hidden state into one audio frame (a code per codebook).
+//!
+//! Per frame, `C` steps (8 in the published model) of a small transformer (liquid-audio's
+//! `StandardBlock(MHA)` stack) over positions `0..C` with a fresh K/V cache:
+//!
+//! * step `i`'s input is slice `i` of `depth_linear(h)` (`Linear(backbone -> C * d)` with bias,
+//!   `h` the backbone's final-norm hidden state) plus, for `i > 0`, row `code[i-1]` of
+//!   `depth_embeddings[i-1].embedding`;
+//! * each layer: `x += out_proj(attn(RMSNorm(x)))`, `x += w2(silu(w1 y) * w3 y)` with
+//!   `y = RMSNorm(x)`; attention is GQA with a fused `qkv_proj`, per-head RMSNorm of q and k
+//!   before RoPE, RoPE on interleaved pairs `(x[2j], x[2j+1])` (GPT-J style, ggml's
+//!   `RopeMode::Normal`), softmax scale `1/sqrt(head_dim)`; no final norm;
+//! * `logits_i = depth_embeddings[i].to_logits(RMSNorm_i(x))` over the codebook's entries, and
+//!   the sampler picks `code[i]` from them.
+//!
+//! liquid-audio (`LFM2AudioModel._sample_audio_frame` and its generate loops) samples all `C`
+//! codes and then, when codebook 0 picked end-of-audio (`audio_vocab - 1`, 2048), overwrites
+//! the whole frame with end-of-audio. [`Depthformer::frame`] returns the same frame but stops
+//! after step 0 in that case: the remaining steps cannot change the result (only the PRNG
+//! draws they would have consumed, which no reference reproduces anyway).
+//!
+//! RoPE theta and the RMSNorm epsilon are liquid-audio's (`MHA(theta=1e6)`, `norm_eps=1e-5`,
+//! not taken from the backbone's config); a vocoder file may override them with the optional
+//! keys [`KEY_ROPE_THETA`] / [`KEY_NORM_EPS`].
+//!
+//! # Graph reuse
+//!
+//! Each step is its own ggml graph (step `i` attends to cache rows `0..=i`, reads its own
+//! embedding tables). The K/V rows of the `C` positions and the frame's `depth_linear` output
+//! live in a small backend buffer the [`Depthformer`] owns; step 0 writes `depth_linear(h)` there
+//! and every step writes its K/V row, so a built and allocated step graph can be re-run for any
+//! frame by setting its two small inputs (hidden state or previous code, position).
+//!
+//! A graph borrows the context it lives in, so graphs cannot be stored next to their context in
+//! one struct (safe Rust has no self-referential structs). Two ways to run frames:
+//!
+//! * [`Depthformer::frame`]: builds the step graphs of that one frame (lazily: an end-of-audio
+//!   frame builds only step 0), reusing the allocators' compute buffers across calls;
+//! * [`Depthformer::session`] with a [`DepthScratch`] the caller keeps beside it: the graphs are
+//!   built once (on first use) and re-run for every frame of the session. Use this in a
+//!   generation loop.
+
+use crate::ggml::gguf::{GgufFile, GgufValue};
+use crate::ggml::{
+    Backend, BackendBuffer, Context, GgmlError, GgmlType, Graph, GraphAllocator, RopeMode,
+    RopeParams, Tensor,
+};
+
+use super::load_error::LoadError;
+use super::package::Vocoder;
+use super::sampling::{AudioSampler, SampleError};
+use super::vocoder_config::{
+    depth_embedding_tensor, layer_tensor, VocoderConfig, DEPTH_LINEAR, DEPTH_LINEAR_BIAS,
+};
+use super::weights::{display_path, open_gguf, WeightFile, Weights};
+
+/// liquid-audio's depthformer RoPE base (`MHA(theta=1_000_000.0)`).
+pub const DEFAULT_ROPE_THETA: f32 = 1_000_000.0;
+/// liquid-audio's depthformer RMSNorm epsilon (`norm_eps=1e-5` of every norm it uses).
+pub const DEFAULT_NORM_EPS: f32 = 1e-5;
+/// Optional vocoder metadata key overriding [`DEFAULT_ROPE_THETA`] (f32 or f64, positive).
+pub const KEY_ROPE_THETA: &str = "depthformer_rope_theta";
+/// Optional vocoder metadata key overriding [`DEFAULT_NORM_EPS`] (f32 or f64, positive).
+pub const KEY_NORM_EPS: &str = "depthformer_norm_eps";
+
+/// Why a depthformer run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DepthError {
+    /// The hidden state or the codes are malformed.
+    #[error("invalid depthformer input: {0}")]
+    Input(String),
+    /// A [`DepthScratch`] was given to a second session (its graph memory is spent).
+    #[error("this DepthScratch already served a session; make a new one")]
+    ScratchUsed,
+    /// A [`DepthScratch`] made for another depthformer (other step count).
+    #[error("this DepthScratch was made for {found} steps, the depthformer has {expected}")]
+    ScratchMismatch {
+        /// The depthformer's codebooks.
+        expected: usize,
+        /// The scratch's step count.
+        found: usize,
+    },
+    /// The sampler could not pick (NaN logits).
+    #[error("codebook {codebook}: {source}")]
+    Sample {
+        /// The codebook whose logits failed.
+        codebook: usize,
+        /// What the sampler reported.
+        source: SampleError,
+    },
+    /// A weight could not be resolved while building a graph.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// ggml rejected an operation or failed to compute.
+    #[error(transparent)]
+    Ggml(#[from] GgmlError),
+}
+
+type R<T> = Result<T, DepthError>;
+
+/// Tensor names of one layer (built once at load).
+#[derive(Debug)]
+struct LayerNames {
+    qkv: String,
+    q_norm: String,
+    k_norm: String,
+    out: String,
+    attn_norm: String,
+    ffn_norm: String,
+    w1: String,
+    w2: String,
+    w3: String,
+}
+
+/// Tensor names of one codebook's depth embedding.
+#[derive(Debug)]
+struct BookNames {
+    embedding: String,
+    norm: String,
+    to_logits: String,
+}
+
+/// The per-frame state: K/V rows of every layer for the `C` positions and `depth_linear(h)`.
+struct FrameState {
+    ctx: Context,
+    // why: the context retains the buffer; the field documents ownership and keeps its size
+    // queryable.
+    buffer: BackendBuffer,
+}
+
+/// A loaded depthformer (weights, the frame state buffer and reusable graph allocators).
+pub struct Depthformer {
+    config: VocoderConfig,
+    rope_theta: f32,
+    norm_eps: f32,
+    weights: WeightFile,
+    layers: Vec<LayerNames>,
+    books: Vec<BookNames>,
+    backend: Backend,
+    state: FrameState,
+    /// One allocator per step for [`Depthformer::frame`]: their compute buffers persist.
+    allocs: Vec<GraphAllocator>,
+}
+
+impl std::fmt::Debug for Depthformer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Depthformer")
+            .field("config", &self.config)
+            .field("rope_theta", &self.rope_theta)
+            .field("norm_eps", &self.norm_eps)
+            .field("weights", &self.weights)
+            .field("state_bytes", &self.state.buffer.size())
+            .finish()
+    }
+}
+
+/// Whether `name` is one of the depthformer's tensors (the vocoder file also holds the audio
+/// code embedding and the detokenizer's tensors, which other components load).
+pub fn is_depthformer_tensor(name: &str) -> bool {
+    name.starts_with("depthformer.")
+        || name.starts_with("depth_embeddings.")
+        || name == DEPTH_LINEAR
+        || name == DEPTH_LINEAR_BIAS
+}
+
+fn opt_positive_f32(gguf: &GgufFile, key: &str, default: f32) -> Result<f32, LoadError> {
+    let Some(v) = gguf.metadata().get(key) else {
+        return Ok(default);
+    };
+    let x = match *v {
+        GgufValue::F32(x) => Some(x),
+        GgufValue::F64(x) => Some(x as f32),
+        _ => None,
+    };
+    match x {
+        Some(x) if x.is_finite() && x > 0.0 => Ok(x),
+        _ => Err(LoadError::BadValue {
+            file: display_path(gguf),
+            key: key.to_owned(),
+            reason: format!(
+                "is {} {v:?}, expected a positive float",
+                v.type_description()
+            ),
+        }),
+    }
+}
+
+/// Nodes (and leafs) one step graph may hold: ~40 per layer plus input and head.
+fn graph_size(n_layer: usize) -> usize {
+    64 * n_layer + 64
+}
+
+impl Depthformer {
+    /// Loads the depthformer tensors of an opened vocoder file onto `backend`.
+    ///
+    /// The file is opened again (a second read-only mapping, no copy) so the caller keeps its
+    /// [`Vocoder`] for the other components; an in-memory vocoder is copied.
+    pub fn load(vocoder: &Vocoder, backend: &Backend) -> Result<Depthformer, LoadError> {
+        let gguf = match vocoder.gguf.path() {
+            Some(p) => open_gguf(p)?,
+            None => GgufFile::from_bytes(vocoder.gguf.as_bytes().to_vec())?,
+        };
+        Depthformer::load_gguf(gguf, backend)
+    }
+
+    /// Loads the depthformer tensors of a vocoder file onto `backend`, validating every
+    /// dimension and tensor first ([`VocoderConfig::from_gguf`]).
+    pub fn load_gguf(gguf: GgufFile, backend: &Backend) -> Result<Depthformer, LoadError> {
+        let config = VocoderConfig::from_gguf(&gguf)?;
+        let rope_theta = opt_positive_f32(&gguf, KEY_ROPE_THETA, DEFAULT_ROPE_THETA)?;
+        let norm_eps = opt_positive_f32(&gguf, KEY_NORM_EPS, DEFAULT_NORM_EPS)?;
+        let weights = WeightFile::load_filtered(gguf, backend, is_depthformer_tensor)?;
+        let file = weights.path().to_path_buf();
+        let backend_err = |source| LoadError::Backend {
+            file: file.clone(),
+            source,
+        };
+
+        let layers: Vec<LayerNames> = (0..config.n_layer as usize)
+            .map(|il| {
+                let l = |s: &str| layer_tensor(il, s);
+                LayerNames {
+                    qkv: l("operator.qkv_proj.weight"),
+                    q_norm: l("operator.attention.q_layernorm.weight"),
+                    k_norm: l("operator.attention.k_layernorm.weight"),
+                    out: l("operator.out_proj.weight"),
+                    attn_norm: l("operator_norm.weight"),
+                    ffn_norm: l("ffn_norm.weight"),
+                    w1: l("feed_forward.w1.weight"),
+                    w2: l("feed_forward.w2.weight"),
+                    w3: l("feed_forward.w3.weight"),
+                }
+            })
+            .collect();
+        let books: Vec<BookNames> = (0..config.codebooks as usize)
+            .map(|cb| BookNames {
+                embedding: depth_embedding_tensor(cb, "embedding.weight"),
+                norm: depth_embedding_tensor(cb, "embedding_norm.weight"),
+                to_logits: depth_embedding_tensor(cb, "to_logits.weight"),
+            })
+            .collect();
+        // why: VocoderConfig checked the file; this checks the loaded set is complete (a filter
+        // mistake would otherwise surface only when the first graph is built).
+        {
+            let w = weights.view();
+            for l in &layers {
+                for n in [
+                    &l.qkv,
+                    &l.q_norm,
+                    &l.k_norm,
+                    &l.out,
+                    &l.attn_norm,
+                    &l.ffn_norm,
+                    &l.w1,
+                    &l.w2,
+                    &l.w3,
+                ] {
+                    w.get(n)?;
+                }
+            }
+            for b in &books {
+                for n in [&b.embedding, &b.norm, &b.to_logits] {
+                    w.get(n)?;
+                }
+            }
+            w.get(DEPTH_LINEAR)?;
+            w.get(DEPTH_LINEAR_BIAS)?;
+        }
+
+        // Frame state: K and V of each layer, `[head_dim * kv_heads, C]` (one row per position),
+        // then `depth_linear(h)` as `[d, C]`.
+        let n_layer = config.n_layer as usize;
+        let c = i64::from(config.codebooks);
+        let kv_row = i64::from(config.head_dim) * i64::from(config.n_head_kv);
+        let ctx = Context::metadata_with_graph(2 * n_layer + 1, 0).map_err(backend_err)?;
+        for il in 0..n_layer {
+            for kind in ["k", "v"] {
+                let t = ctx
+                    .new_tensor_2d(GgmlType::F32, kv_row, c)
+                    .map_err(backend_err)?;
+                t.set_name(&format!("depth_cache_{kind}_l{il}"))
+                    .map_err(backend_err)?;
+            }
+        }
+        let din = ctx
+            .new_tensor_2d(GgmlType::F32, i64::from(config.n_embd), c)
+            .map_err(backend_err)?;
+        din.set_name("depth_in").map_err(backend_err)?;
+        let buffer = ctx.alloc_tensors(backend).map_err(backend_err)?;
+        // why: only rows a frame wrote are ever read, but defined contents cost nothing.
+        for t in ctx.tensors() {
+            t.set_zero().map_err(backend_err)?;
+        }
+        let allocs = (0..config.codebooks)
+            .map(|_| GraphAllocator::new(backend))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(backend_err)?;
+        Ok(Depthformer {
+            config,
+            rope_theta,
+            norm_eps,
+            weights,
+            layers,
+            books,
+            backend: backend.clone(),
+            state: FrameState { ctx, buffer },
+            allocs,
+        })
+    }
+
+    /// The vocoder dimensions (codebooks, audio vocabulary, widths).
+    pub fn config(&self) -> &VocoderConfig {
+        &self.config
+    }
+
+    /// Number of codebooks (codes per frame).
+    pub fn codebooks(&self) -> usize {
+        self.config.codebooks as usize
+    }
+
+    /// Entries per codebook, end-of-audio included.
+    pub fn audio_vocab(&self) -> usize {
+        self.config.audio_vocab as usize
+    }
+
+    /// The end-of-audio code (`audio_vocab - 1`, 2048 in the published model).
+    pub fn end_of_audio(&self) -> u32 {
+        self.config.audio_vocab - 1
+    }
+
+    /// The RoPE base in use.
+    pub fn rope_theta(&self) -> f32 {
+        self.rope_theta
+    }
+
+    /// The RMSNorm epsilon in use.
+    pub fn norm_eps(&self) -> f32 {
+        self.norm_eps
+    }
+
+    /// Bytes of backend memory the depthformer's weights take.
+    pub fn weight_bytes(&self) -> usize {
+        self.weights.size_bytes()
+    }
+
+    /// The backend the graphs run on.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// One frame: a code per codebook from the backbone's final-norm `hidden` state, each
+    /// picked by `sampler` from that codebook's logits. If codebook 0 picks end-of-audio, the
+    /// frame is all end-of-audio.
+    ///
+    /// Builds this frame's step graphs; for a stream of frames use [`Depthformer::session`].
+    pub fn frame(&mut self, hidden: &[f32], sampler: &mut AudioSampler) -> R<Vec<u32>> {
+        let scratch = StepContexts::new(self)?;
+        let mut runner = Runner::new(self, &scratch.ctxs, &self.allocs);
+        runner.run(hidden, Feed::Sample(sampler))
+    }
+
+    /// The logits of every codebook when the codes fed back are `codes` (teacher forcing):
+    /// row `i` is codebook `i`'s logits given `codes[..i]`. `codes` holds one code per codebook
+    /// (the last one is not used).
+    pub fn frame_logits_teacher_forced(
+        &mut self,
+        hidden: &[f32],
+        codes: &[u32],
+    ) -> R<Vec<Vec<f32>>> {
+        let scratch = StepContexts::new(self)?;
+        let mut runner = Runner::new(self, &scratch.ctxs, &self.allocs);
+        let mut rows = Vec::with_capacity(self.codebooks());
+        runner.run(hidden, Feed::Teacher(codes, &mut rows))?;
+        Ok(rows)
+    }
+
+    /// Memory for a [`DepthSession`]'s graphs: keep it beside the session.
+    pub fn new_scratch(&self) -> R<DepthScratch> {
+        let ctxs = StepContexts::new(self)?;
+        let allocs = (0..self.codebooks())
+            .map(|_| GraphAllocator::new(&self.backend))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DepthScratch {
+            ctxs,
+            allocs,
+            used: false,
+        })
+    }
+
+    /// A session whose step graphs are built once (on first use) and re-run for every frame.
+    /// `scratch` (from [`Depthformer::new_scratch`]) serves one session only.
+    pub fn session<'a>(&'a mut self, scratch: &'a mut DepthScratch) -> R<DepthSession<'a>> {
+        if scratch.used {
+            return Err(DepthError::ScratchUsed);
+        }
+        if scratch.ctxs.ctxs.len() != self.codebooks() {
+            return Err(DepthError::ScratchMismatch {
+                expected: self.codebooks(),
+                found: scratch.ctxs.ctxs.len(),
+            });
+        }
+        scratch.used = true;
+        let scratch: &'a DepthScratch = scratch;
+        let this: &'a Depthformer = self;
+        Ok(DepthSession {
+            runner: Runner::new(this, &scratch.ctxs.ctxs, &scratch.allocs),
+        })
+    }
+
+    fn check_hidden(&self, hidden: &[f32]) -> R<()> {
+        let want = self.config.backbone_embd as usize;
+        if hidden.len() != want {
+            return Err(DepthError::Input(format!(
+                "hidden state has {} values, the depthformer reads {want}",
+                hidden.len()
+            )));
+        }
+        if hidden.iter().any(|v| !v.is_finite()) {
+            return Err(DepthError::Input("hidden state is not finite".into()));
+        }
+        Ok(())
+    }
+}
+
+/// One metadata context per step graph.
+struct StepContexts {
+    ctxs: Vec<Context>,
+}
+
+impl StepContexts {
+    fn new(d: &Depthformer) -> R<StepContexts> {
+        let size = graph_size(d.layers.len());
+        let ctxs = (0..d.codebooks())
+            .map(|_| Context::metadata_with_graph(size, size))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(StepContexts { ctxs })
+    }
+}
+
+/// Graph memory (contexts and compute buffers) for one [`DepthSession`].
+pub struct DepthScratch {
+    ctxs: StepContexts,
+    allocs: Vec<GraphAllocator>,
+    used: bool,
+}
+
+impl std::fmt::Debug for DepthScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DepthScratch")
+            .field("steps", &self.ctxs.ctxs.len())
+            .field("used", &self.used)
+            .finish()
+    }
+}
+
+/// Frames with graphs built once: see [`Depthformer::session`].
+pub struct DepthSession<'a> {
+    runner: Runner<'a>,
+}
+
+impl std::fmt::Debug for DepthSession<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DepthSession")
+            .field(
+                "built_steps",
+                &self.runner.steps.iter().filter(|s| s.is_some()).count(),
+            )
+            .finish()
+    }
+}
+
+impl DepthSession<'_> {
+    /// As [`Depthformer::frame`], re-running the session's graphs.
+    pub fn frame(&mut self, hidden: &[f32], sampler: &mut AudioSampler) -> R<Vec<u32>> {
+        self.runner.run(hidden, Feed::Sample(sampler))
+    }
+
+    /// As [`Depthformer::frame_logits_teacher_forced`], re-running the session's graphs.
+    pub fn frame_logits_teacher_forced(
+        &mut self,
+        hidden: &[f32],
+        codes: &[u32],
+    ) -> R<Vec<Vec<f32>>> {
+        let mut rows = Vec::with_capacity(self.runner.depth.codebooks());
+        self.runner.run(hidden, Feed::Teacher(codes, &mut rows))?;
+        Ok(rows)
+    }
+}
+
+/// Where each step's code comes from.
+enum Feed<'s> {
+    /// Picked by the sampler; end-of-audio at codebook 0 ends the frame.
+    Sample(&'s mut AudioSampler),
+    /// Given (teacher forcing); every step's logits are collected.
+    Teacher(&'s [u32], &'s mut Vec<Vec<f32>>),
+}
+
+/// One built and allocated step graph with its inputs and output.
+struct StepGraph<'a> {
+    graph: Graph<'a>,
+    /// Step 0: the backbone hidden state.
+    hidden: Option<Tensor<'a>>,
+    /// Steps > 0: the previous codebook's code.
+    code: Option<Tensor<'a>>,
+    pos: Tensor<'a>,
+    logits: Tensor<'a>,
+}
+
+/// Builds step graphs on demand and runs frames.
+struct Runner<'a> {
+    depth: &'a Depthformer,
+    ctxs: &'a [Context],
+    allocs: &'a [GraphAllocator],
+    steps: Vec<Option<StepGraph<'a>>>,
+}
+
+impl<'a> Runner<'a> {
+    fn new(depth: &'a Depthformer, ctxs: &'a [Context], allocs: &'a [GraphAllocator]) -> Self {
+        Runner {
+            depth,
+            ctxs,
+            allocs,
+            steps: (0..depth.codebooks()).map(|_| None).collect(),
+        }
+    }
+
+    fn run(&mut self, hidden: &[f32], mut feed: Feed<'_>) -> R<Vec<u32>> {
+        let d = self.depth;
+        d.check_hidden(hidden)?;
+        let c = d.codebooks();
+        let vocab = d.audio_vocab() as u32;
+        if let Feed::Teacher(codes, _) = &feed {
+            if codes.len() != c {
+                return Err(DepthError::Input(format!(
+                    "{} codes given, the depthformer has {c} codebooks",
+                    codes.len()
+                )));
+            }
+            if let Some((cb, code)) = codes.iter().enumerate().find(|(_, &x)| x >= vocab) {
+                return Err(DepthError::Input(format!(
+                    "code {code} of codebook {cb} is outside 0..{vocab}"
+                )));
+            }
+        }
+        let mut out = Vec::with_capacity(c);
+        for i in 0..c {
+            if self.steps[i].is_none() {
+                self.steps[i] = Some(build_step(d, &self.ctxs[i], &self.allocs[i], i)?);
+            }
+            let Some(step) = self.steps[i].as_ref() else {
+                unreachable!("built above");
+            };
+            if let Some(t) = step.hidden {
+                t.set_f32(hidden)?;
+            }
+            if let Some(t) = step.code {
+                t.set_i32(&[out[i - 1] as i32])?;
+            }
+            step.pos.set_i32(&[i as i32])?;
+            d.backend.compute(&step.graph)?;
+            let logits = step.logits.get_f32()?;
+            let code = match &mut feed {
+                Feed::Sample(s) => s.sample(&logits).map_err(|source| DepthError::Sample {
+                    codebook: i,
+                    source,
+                })?,
+                Feed::Teacher(codes, rows) => {
+                    rows.push(logits);
+                    codes[i]
+                }
+            };
+            out.push(code);
+            if i == 0 && code == d.end_of_audio() && matches!(feed, Feed::Sample(_)) {
+                // why: liquid-audio overwrites the whole frame with end-of-audio here.
+                return Ok(vec![code; c]);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// RMSNorm over `ne[0]` times `weight`.
+fn rms<'a>(ctx: &'a Context, x: Tensor<'a>, weight: Tensor<'a>, eps: f32) -> R<Tensor<'a>> {
+    Ok(ctx.mul(ctx.rms_norm(x, eps)?, weight)?)
+}
+
+fn input<'a>(t: Tensor<'a>, name: &str) -> R<Tensor<'a>> {
+    t.set_name(name)?;
+    t.set_input();
+    Ok(t)
+}
+
+/// Builds and allocates the graph of step `i` in `ctx`.
+fn build_step<'a>(
+    d: &'a Depthformer,
+    ctx: &'a Context,
+    alloc: &GraphAllocator,
+    i: usize,
+) -> R<StepGraph<'a>> {
+    let cfg = &d.config;
+    let w: Weights<'a> = d.weights.view();
+    let state = d.state.ctx.tensors();
+    let n_layer = d.layers.len();
+    let din = state[2 * n_layer];
+    let n = i64::from(cfg.n_embd);
+    let hd = i64::from(cfg.head_dim);
+    let nh = i64::from(cfg.n_head);
+    let nkv = i64::from(cfg.n_head_kv);
+    let kvw = hd * nkv;
+    let f = std::mem::size_of::<f32>();
+    let eps = d.norm_eps;
+    let mut g = ctx.new_graph(graph_size(n_layer))?;
+
+    let pos = input(ctx.new_tensor_1d(GgmlType::I32, 1)?, "depth_pos")?;
+    let (mut x, hidden, code) = if i == 0 {
+        let h = input(
+            ctx.new_tensor_1d(GgmlType::F32, i64::from(cfg.backbone_embd))?,
+            "depth_hidden",
+        )?;
+        let dl = ctx.add(
+            ctx.mul_mat(w.get(DEPTH_LINEAR)?, h)?,
+            w.get(DEPTH_LINEAR_BIAS)?,
+        )?;
+        // The later steps read their slices from the state; this step uses the result directly.
+        g.build_forward_expand(ctx.cpy(dl, din)?)?;
+        (ctx.view_1d(dl, n, 0)?, Some(h), None)
+    } else {
+        let c = input(ctx.new_tensor_1d(GgmlType::I32, 1)?, "depth_prev_code")?;
+        let e = ctx.get_rows(w.get(&d.books[i - 1].embedding)?, c)?; // [d, 1]
+        let slice = ctx.view_1d(din, n, i * n as usize * f)?;
+        (ctx.add(e, slice)?, None, Some(c))
+    };
+
+    let rope = RopeParams::new(cfg.head_dim as usize, RopeMode::Normal, d.rope_theta);
+    let scale = 1.0 / (cfg.head_dim as f32).sqrt();
+    let kv_len = i as i64 + 1;
+    for (il, l) in d.layers.iter().enumerate() {
+        let (cache_k, cache_v) = (state[2 * il], state[2 * il + 1]);
+        let row = cache_k.nb()[1];
+        let cur = rms(ctx, x, w.get(&l.attn_norm)?, eps)?;
+        let qkv = ctx.mul_mat(w.get(&l.qkv)?, cur)?; // [d + 2 kvw, 1]
+        let q = ctx.view_3d(qkv, hd, nh, 1, hd as usize * f, n as usize * f, 0)?;
+        let k = ctx.view_3d(
+            qkv,
+            hd,
+            nkv,
+            1,
+            hd as usize * f,
+            kvw as usize * f,
+            n as usize * f,
+        )?;
+        let v = ctx.view_1d(qkv, kvw, (n + kvw) as usize * f)?;
+        let q = rms(ctx, q, w.get(&l.q_norm)?, eps)?;
+        let k = rms(ctx, k, w.get(&l.k_norm)?, eps)?;
+        let q = ctx.rope_ext(q, pos, None, rope)?;
+        let k = ctx.rope_ext(k, pos, None, rope)?;
+
+        // Write this position's K/V rows, then read rows 0..=i: expanding the copies first puts
+        // them before the reads in execution order.
+        let k_dst = ctx.view_1d(cache_k, kvw, i * row)?;
+        let v_dst = ctx.view_1d(cache_v, kvw, i * row)?;
+        g.build_forward_expand(ctx.cpy(k, k_dst)?)?;
+        g.build_forward_expand(ctx.cpy(v, v_dst)?)?;
+        let kall = ctx.view_3d(cache_k, hd, nkv, kv_len, hd as usize * f, row, 0)?;
+        let vall = ctx.view_3d(cache_v, hd, nkv, kv_len, hd as usize * f, row, 0)?;
+        let kall = ctx.permute(kall, [0, 2, 1, 3])?; // [hd, kv_len, nkv]
+        let vt = ctx.cont(ctx.transpose(ctx.permute(vall, [0, 2, 1, 3])?)?)?; // [kv_len, hd, nkv]
+        let qp = ctx.permute(q, [0, 2, 1, 3])?; // [hd, 1, nh]
+                                                // why: ggml gives query head h the KV head h / (nh / nkv), as SDPA's enable_gqa does.
+        let kq = ctx.mul_mat(kall, qp)?; // [kv_len, 1, nh]
+        let kq = ctx.soft_max_ext(kq, None, scale, 0.0)?;
+        let kqv = ctx.mul_mat(vt, kq)?; // [hd, 1, nh]
+        let merged = ctx.cont_4d(ctx.permute(kqv, [0, 2, 1, 3])?, [n, 1, 1, 1])?;
+        x = ctx.add(x, ctx.mul_mat(w.get(&l.out)?, merged)?)?;
+
+        let cur = rms(ctx, x, w.get(&l.ffn_norm)?, eps)?;
+        let gate = ctx.mul_mat(w.get(&l.w1)?, cur)?;
+        let up = ctx.mul_mat(w.get(&l.w3)?, cur)?;
+        x = ctx.add(x, ctx.mul_mat(w.get(&l.w2)?, ctx.swiglu_split(gate, up)?)?)?;
+    }
+    let b = &d.books[i];
+    let normed = rms(ctx, x, w.get(&b.norm)?, eps)?;
+    let logits = ctx.mul_mat(w.get(&b.to_logits)?, normed)?; // [audio_vocab, 1]
+    logits.set_name("depth_logits")?;
+    logits.set_output();
+    g.build_forward_expand(logits)?;
+    alloc.alloc_graph(&g)?;
+    Ok(StepGraph {
+        graph: g,
+        hidden,
+        code,
+        pos,
+        logits,
+    })
+}
