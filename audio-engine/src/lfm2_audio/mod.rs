@@ -8,6 +8,7 @@ pub mod conversation;
 pub mod convert;
 pub mod demo;
 pub mod depthformer;
+pub mod detokenizer;
 pub mod encoder;
 pub mod engine;
 pub mod error;
