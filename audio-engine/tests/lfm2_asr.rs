@@ -5,53 +5,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
 use audio_engine::ggml::Backend;
 use audio_engine::lfm2_audio::audio::AudioError;
 use audio_engine::lfm2_audio::backbone::{Backbone, Position, Rows};
-use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
-use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::convert::OutType;
+use audio_engine::lfm2_audio::package::ModelPackage;
 use audio_engine::lfm2_audio::prompt::{PromptBuilder, PromptPiece, SYSTEM_ASR};
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, ModelOptions, StopReason};
 
-use common::lfm2_tiny::{checkpoint_dir, input_signal, reference};
-
-struct Quiet;
-impl Progress for Quiet {
-    fn tensor(&mut self, _: &Path, _: &str, _: usize, _: usize) {}
-}
-
-/// The checkpoint converted at `ty`, once per test process.
-fn package(ty: OutType) -> PackagePaths {
-    static DIRS: OnceLock<std::sync::Mutex<Vec<(OutType, PackagePaths)>>> = OnceLock::new();
-    let dirs = DIRS.get_or_init(Default::default);
-    let mut d = dirs.lock().unwrap();
-    if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
-        return p.clone();
-    }
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("lfm2-asr-{}-{ty:?}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
-    let p = convert(checkpoint_dir(), &out, "Tiny", ty, &mut Quiet).unwrap();
-    d.push((ty, p.clone()));
-    p
-}
-
-fn engine(ty: OutType) -> Lfm2Audio {
-    let opts = ModelOptions {
-        n_threads: 2,
-        ..Default::default()
-    };
-    Lfm2Audio::from_package(ModelPackage::open_paths(package(ty)).unwrap(), opts).unwrap()
-}
-
-fn rel(a: &[f32], b: &[f32]) -> f32 {
-    assert_eq!(a.len(), b.len());
-    let m = b.iter().fold(0f32, |m, v| m.max(v.abs()));
-    a.iter().zip(b).fold(0f32, |e, (x, y)| e.max((x - y).abs())) / m
-}
+use common::lfm2_tiny::{input_signal, reference};
+use common::package::{engine, engine_with, package, rel};
 
 /// The ASR prompt as our builder makes it, flattened like the fixture (`None` = audio row).
 fn our_prompt(e: &Lfm2Audio, rows: usize) -> Vec<Option<u32>> {
@@ -210,15 +173,13 @@ fn any_rate_and_channel_count_and_typed_errors() {
         e.asr_wav(b"RIFF....not a wav", &opts),
         Err(EngineError::Audio(AudioError::Unreadable(_)))
     ));
-    let short_limit = Lfm2Audio::from_package(
-        ModelPackage::open_paths(package(OutType::F32)).unwrap(),
+    let short_limit = engine_with(
+        OutType::F32,
         ModelOptions {
             max_audio_seconds: 1.0,
-            n_threads: 2,
             ..Default::default()
         },
-    )
-    .unwrap();
+    );
     let err = short_limit.asr(&sig, &opts).unwrap_err();
     assert!(
         matches!(err, EngineError::Audio(AudioError::TooLong { .. })),

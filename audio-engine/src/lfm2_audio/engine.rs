@@ -12,6 +12,8 @@ use crate::ggml::{Backend, GgmlError};
 use super::audio::{self, ReadOptions};
 use super::backbone::BLOCK_POSITIONS;
 use super::backbone::{AudioCodeTable, Backbone, DecodeCache, ForwardOutput, Position, Rows};
+use super::depthformer::Depthformer;
+use super::detokenizer::Detokenizer;
 use super::encoder::AudioEncoder;
 use super::error::EngineError;
 use super::features;
@@ -60,11 +62,15 @@ pub struct SpecialTokens {
     pub audio_start: u32,
     /// `<|text_end|>`.
     pub text_end: u32,
+    /// The end-of-audio code (codebook size - 1).
+    pub end_of_audio: u32,
 }
 
-struct Compute {
-    backbone: Backbone,
-    encoder: AudioEncoder,
+pub(crate) struct Compute {
+    pub(crate) backbone: Backbone,
+    pub(crate) encoder: AudioEncoder,
+    pub(crate) depth: Depthformer,
+    pub(crate) detok: Detokenizer,
 }
 
 struct Inner {
@@ -73,6 +79,12 @@ struct Inner {
     tokenizer: Tokenizer,
     special: SpecialTokens,
     options: ModelOptions,
+    /// The checkpoint's language tag (`general.languages[0]`, else `en`).
+    language: String,
+    /// Codes per frame.
+    codebooks: usize,
+    /// Text and audio steps per interleaved block (`interleaved_n_text`, `interleaved_n_audio`).
+    interleave: (usize, usize),
     compute: Mutex<Compute>,
 }
 
@@ -119,6 +131,19 @@ impl Lfm2Audio {
                 .map_err(backend_err(&mmproj_path))?;
         }
         let tokenizer = Tokenizer::from_gguf(&package.backbone.gguf)?;
+        // why: the JP and EN checkpoints share every shape; a reply artifact names its language
+        // so it is not replayed on the other one.
+        let language = package
+            .backbone
+            .gguf
+            .metadata()
+            .get("general.languages")
+            .and_then(|v| match v.as_array() {
+                Some(crate::ggml::gguf::GgufArray::String(l)) => l.first().cloned(),
+                _ => None,
+            })
+            .unwrap_or_else(|| "en".to_owned());
+        let end_of_audio = package.vocoder.config.audio_vocab.saturating_sub(1);
         let id = |name: &str| {
             tokenizer
                 .token_id(name)
@@ -131,7 +156,25 @@ impl Lfm2Audio {
             im_end: id("<|im_end|>")?,
             audio_start: id("<|audio_start|>")?,
             text_end: id("<|text_end|>")?,
+            end_of_audio,
         };
+        // why: the EN checkpoints carry no keys and use 6 text / 12 audio steps.
+        let interleave = (
+            package
+                .vocoder
+                .config
+                .interleaved_n_text
+                .unwrap_or(6)
+                .max(1) as usize,
+            package
+                .vocoder
+                .config
+                .interleaved_n_audio
+                .unwrap_or(12)
+                .max(1) as usize,
+        );
+        let depth = Depthformer::load(&package.vocoder, &backend)?;
+        let detok = Detokenizer::load(package.detokenizer, &package.vocoder, &backend)?;
         let hidden = package.backbone.config.hidden_size as usize;
         let codebooks = package.vocoder.config.codebooks as usize;
         let mut backbone = Backbone::load(package.backbone, &backend)?;
@@ -152,7 +195,15 @@ impl Lfm2Audio {
                 tokenizer,
                 special,
                 options,
-                compute: Mutex::new(Compute { backbone, encoder }),
+                interleave,
+                language,
+                codebooks,
+                compute: Mutex::new(Compute {
+                    backbone,
+                    encoder,
+                    depth,
+                    detok,
+                }),
             }),
         })
     }
@@ -170,6 +221,23 @@ impl Lfm2Audio {
     /// Special token ids.
     pub fn special_tokens(&self) -> SpecialTokens {
         self.inner.special
+    }
+
+    /// What a reply artifact of this model must fit.
+    pub fn reply_format(&self) -> super::conversation::ReplyFormat {
+        let s = self.special_tokens();
+        super::conversation::ReplyFormat {
+            language: self.inner.language.clone(),
+            codebooks: self.inner.codebooks,
+            audio_vocab_size: s.end_of_audio + 1,
+            text_vocab_size: self.inner.tokenizer.n_vocab() as u32,
+            im_end: s.im_end,
+        }
+    }
+
+    /// Text and audio steps per block of an interleaved reply.
+    pub fn interleave(&self) -> (usize, usize) {
+        self.inner.interleave
     }
 
     /// The options the model was loaded with.
@@ -193,7 +261,7 @@ impl Lfm2Audio {
         Ok(audio::validate_samples(samples, 16_000, &opts)?)
     }
 
-    fn lock(&self) -> MutexGuard<'_, Compute> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Compute> {
         // why: a panic while computing leaves no broken invariant in the weights; keep serving.
         self.inner.compute.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -5,3 +5,4 @@
 #![allow(dead_code)]
 
 pub mod lfm2_tiny;
+pub mod package;

@@ -447,21 +447,28 @@ fn set_inputs(
     n: usize,
     window: Option<usize>,
 ) -> R<()> {
-    if let Some(t) = it.text {
+    // why: ggml prunes inputs nothing reads (e.g. the mask when no output needs the last
+    // attention layer), and a pruned input has no memory to write.
+    fn live<'t>(t: &Option<Tensor<'t>>) -> Option<Tensor<'t>> {
+        t.filter(|t| t.is_allocated())
+    }
+    if let Some(t) = live(&it.text) {
         t.set_i32(&inp.text)?;
     }
-    if let Some(t) = it.audio {
+    if let Some(t) = live(&it.audio) {
         t.set_f32(&inp.audio)?;
     }
-    if let Some(t) = it.codes {
+    if let Some(t) = live(&it.codes) {
         t.set_i32(&inp.codes)?;
     }
-    if let Some(t) = it.order {
+    if let Some(t) = live(&it.order) {
         t.set_i32(&inp.order)?;
     }
     let pos: Vec<i32> = (p0..p0 + n).map(|p| p as i32).collect();
-    it.pos.set_i32(&pos)?;
-    if let Some(m) = it.mask {
+    if it.pos.is_allocated() {
+        it.pos.set_i32(&pos)?;
+    }
+    if let Some(m) = live(&it.mask) {
         let kv = p0 + n;
         let mut mask = vec![0f32; kv * n];
         for i in 0..n {

@@ -1,0 +1,302 @@
+//! A speech-to-speech session: multi-turn conversations carried by the client, with the
+//! session's two caches — prefill blocks of recent conversations ([`PrefillCache`]) and
+//! encoder outputs of recent questions — neither of which changes a single output byte.
+//!
+//! A request carries its earlier turns as artifacts (`lfm2_audio.question` WAV bytes and the
+//! `lfm2_audio.reply` each turn returned; see [`super::conversation`]). The session checks the
+//! request, encodes the questions (reusing the encoder output of a question it kept whose
+//! samples match byte for byte), builds the conversation prompt, prefills it in 256-position
+//! blocks (restoring the blocks a kept conversation shares), generates the reply and, with
+//! `return_codes`, returns the reply artifact for the next turn.
+
+use std::time::Instant;
+
+use super::audio::ReadOptions;
+use super::conversation::{
+    encode_reply, read_history, validate_for_task, Artifact, ChatMarkup, ChatPiece, HistoryConfig,
+    ReplyFormat, RequestOptions, Task, CONVERSATION_LIMIT,
+};
+use super::engine::Lfm2Audio;
+use super::error::EngineError;
+use super::prefill_cache::PrefillCache;
+use super::reply::{Item, ReplyRequest, ReplyResult, ReplyStream};
+use super::reply::{ReplyEvent, ReplyOptions};
+use super::s2s::S2sOptions;
+use super::schedule::Schedule;
+
+/// Session settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SessionOptions {
+    /// Conversations whose prefill blocks are kept (least recently used dropped; 0 disables).
+    pub prefill_slots: usize,
+    /// Questions whose encoder output is kept (least recently used dropped; 0 disables).
+    pub kept_questions: usize,
+}
+
+impl Default for SessionOptions {
+    fn default() -> Self {
+        SessionOptions {
+            prefill_slots: 4,
+            kept_questions: 32,
+        }
+    }
+}
+
+/// One speech-to-speech request.
+#[derive(Debug, Clone, Default)]
+pub struct S2sRequest {
+    /// The new question: WAV bytes (any rate, any channel count).
+    pub question: Vec<u8>,
+    /// Earlier turns, in order: per turn an `lfm2_audio.question` and its `lfm2_audio.reply`.
+    pub history: Vec<Artifact>,
+    /// Request options (`return_codes`: bool).
+    pub options: RequestOptions,
+    /// Generation settings.
+    pub s2s: S2sOptions,
+}
+
+/// A finished turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnResult {
+    /// Text, audio, steps, timings.
+    pub reply: ReplyResult,
+    /// The reply artifact, when the request asked for `return_codes`.
+    pub artifact: Option<Artifact>,
+    /// Earlier questions whose encoder output was reused.
+    pub reused_questions: usize,
+}
+
+#[derive(Debug, Clone)]
+struct KeptQuestion {
+    samples: Vec<f32>,
+    rows: usize,
+    embeddings: Vec<f32>,
+}
+
+/// A speech-to-speech session over one model (see the module docs).
+#[derive(Debug)]
+pub struct Session {
+    model: Lfm2Audio,
+    options: SessionOptions,
+    prefill: PrefillCache,
+    /// Most recently used first.
+    questions: Vec<KeptQuestion>,
+    reused: usize,
+}
+
+/// A request checked, its questions encoded and its prompt built: ready to generate.
+struct Prepared {
+    req: ReplyRequest,
+    chunked: bool,
+    return_codes: bool,
+    format: ReplyFormat,
+    keep: Vec<KeptQuestion>,
+    reused: usize,
+}
+
+impl Session {
+    /// A session on `model`.
+    pub fn new(model: Lfm2Audio, options: SessionOptions) -> Session {
+        Session {
+            prefill: PrefillCache::new(options.prefill_slots),
+            model,
+            options,
+            questions: Vec::new(),
+            reused: 0,
+        }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Lfm2Audio {
+        &self.model
+    }
+
+    /// Positions the last request's prefill restored from kept blocks instead of running them.
+    pub fn resumed_prefill_steps(&self) -> usize {
+        self.prefill.resumed_prefill_steps()
+    }
+
+    /// Earlier questions of the last request whose encoder output was reused.
+    pub fn reused_questions(&self) -> usize {
+        self.reused
+    }
+
+    /// The reply format of this model (what a reply artifact must fit).
+    pub fn reply_format(&self) -> ReplyFormat {
+        self.model.reply_format()
+    }
+
+    fn encode_question(
+        &self,
+        samples: &[f32],
+        kept: &[KeptQuestion],
+    ) -> Result<(KeptQuestion, bool), EngineError> {
+        if let Some(k) = kept.iter().find(|k| {
+            k.samples.len() == samples.len()
+                && k.samples
+                    .iter()
+                    .zip(samples)
+                    .all(|(a, b)| a.to_bits() == b.to_bits())
+        }) {
+            return Ok((k.clone(), true));
+        }
+        let (rows, embeddings) = self.model.encode_audio(samples)?;
+        Ok((
+            KeptQuestion {
+                samples: samples.to_vec(),
+                rows,
+                embeddings,
+            },
+            false,
+        ))
+    }
+
+    fn prepare(&self, request: &S2sRequest) -> Result<Prepared, EngineError> {
+        let started = Instant::now();
+        let model = &self.model;
+        let conv = validate_for_task(Task::S2s, &request.history, &request.options)?;
+        if request.s2s.max_new_tokens == 0 {
+            return Err(EngineError::InvalidRequest(
+                "max_new_tokens must be positive".into(),
+            ));
+        }
+        let question = model.read_wav(&request.question)?;
+        let format = model.reply_format();
+        let markup = ChatMarkup::new(model.tokenizer(), &request.s2s.system_prompt);
+        let cfg = HistoryConfig {
+            format: &format,
+            markup: &markup,
+            limit: CONVERSATION_LIMIT,
+            wav: ReadOptions {
+                max_seconds: model.options().max_audio_seconds,
+            },
+        };
+        let max_tokens = request.s2s.max_new_tokens;
+        let mut history = read_history(&request.history, &cfg, max_tokens)?;
+
+        // Encode every question, earlier ones first (reusing kept outputs), the new one always.
+        let mut keep = Vec::new();
+        let mut reused = 0;
+        let mut rows = Vec::new();
+        let mut question_rows = Vec::new();
+        for (i, turn) in history.turns.iter().enumerate() {
+            let (q, hit) = self.encode_question(&turn.question, &self.questions)?;
+            reused += usize::from(hit);
+            history.budget.add_question(i, q.rows)?;
+            question_rows.push(q.rows);
+            rows.extend_from_slice(&q.embeddings);
+            keep.push(q);
+        }
+        let (q, _) = self.encode_question(&question, &[])?;
+        history.budget.add_question(history.turns.len(), q.rows)?;
+        question_rows.push(q.rows);
+        rows.extend_from_slice(&q.embeddings);
+        keep.push(q);
+        let encode = started.elapsed();
+
+        let prompt = markup.build(&format, history.replies(), &question_rows)?;
+        history.budget.check_prompt(prompt.len())?;
+        let mut items = Vec::with_capacity(prompt.len());
+        for piece in prompt.into_pieces() {
+            match piece {
+                ChatPiece::Text(ids) => items.extend(ids.into_iter().map(Item::Text)),
+                ChatPiece::Audio { first, rows: n, .. } => {
+                    items.extend((first..first + n).map(Item::Audio))
+                }
+                ChatPiece::Frame(codes) => items.push(Item::Frame(codes)),
+            }
+        }
+        let (n_text, n_audio) = model.interleave();
+        Ok(Prepared {
+            req: ReplyRequest {
+                items,
+                rows,
+                schedule: Schedule::interleaved(model.schedule_tokens(), n_text, n_audio),
+                opts: ReplyOptions {
+                    max_new_tokens: max_tokens,
+                    text: request.s2s.text,
+                    audio: request.s2s.audio,
+                },
+                started,
+                encode,
+            },
+            chunked: conv.has_history || conv.return_codes,
+            return_codes: conv.return_codes,
+            format,
+            keep: if conv.has_history || conv.return_codes {
+                keep
+            } else {
+                Vec::new()
+            },
+            reused,
+        })
+    }
+
+    fn finish_turn(&mut self, p: Prepared, reply: ReplyResult) -> Result<TurnResult, EngineError> {
+        let artifact = if p.return_codes {
+            Some(encode_reply(&reply.steps, reply.ended, &p.format)?)
+        } else {
+            None
+        };
+        // Keep this request's questions, most recent first, without duplicates.
+        for q in p.keep.into_iter().rev() {
+            self.questions.retain(|k| {
+                k.samples.len() != q.samples.len()
+                    || k.samples
+                        .iter()
+                        .zip(&q.samples)
+                        .any(|(a, b)| a.to_bits() != b.to_bits())
+            });
+            self.questions.insert(0, q);
+        }
+        self.questions.truncate(self.options.kept_questions);
+        Ok(TurnResult {
+            reply,
+            artifact,
+            reused_questions: p.reused,
+        })
+    }
+
+    /// Runs one turn offline.
+    pub fn s2s(&mut self, request: &S2sRequest) -> Result<TurnResult, EngineError> {
+        self.s2s_with(request, &mut |_| true)
+    }
+
+    /// Runs one turn, handing each event to `sink` as it is produced (return false to stop:
+    /// the reply is then cut, `ended` false). A bad request fails before any event.
+    pub fn s2s_with(
+        &mut self,
+        request: &S2sRequest,
+        sink: &mut dyn FnMut(ReplyEvent) -> bool,
+    ) -> Result<TurnResult, EngineError> {
+        let p = self.prepare(request)?;
+        self.reused = p.reused;
+        let req = ReplyRequest {
+            items: p.req.items.clone(),
+            rows: std::mem::take(&mut { p.req.rows.clone() }),
+            schedule: p.req.schedule.clone(),
+            opts: p.req.opts,
+            started: p.req.started,
+            encode: p.req.encode,
+        };
+        let cache = if p.chunked {
+            Some(&mut self.prefill)
+        } else {
+            None
+        };
+        let reply = self.model.run_reply(req, cache, sink)?;
+        self.finish_turn(p, reply)
+    }
+}
+
+impl Lfm2Audio {
+    /// A streamed single-turn reply through a throwaway session (see [`Session::s2s_with`] for
+    /// multi-turn streaming).
+    pub fn s2s_request_stream(&self, request: S2sRequest) -> ReplyStream {
+        let model = self.clone();
+        ReplyStream::spawn(move |sink| {
+            let mut s = Session::new(model, SessionOptions::default());
+            s.s2s_with(&request, sink).map(|t| t.reply)
+        })
+    }
+}

@@ -1,0 +1,51 @@
+//! The tiny checkpoint converted to GGUF packages and loaded as engines, once per test process.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, OnceLock};
+
+use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
+use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
+
+use super::lfm2_tiny::checkpoint_dir;
+
+struct Quiet;
+impl Progress for Quiet {
+    fn tensor(&mut self, _: &Path, _: &str, _: usize, _: usize) {}
+}
+
+/// The checkpoint converted at `ty` (once per test process, in a private directory).
+pub fn package(ty: OutType) -> PackagePaths {
+    static DIRS: OnceLock<Mutex<Vec<(OutType, PackagePaths)>>> = OnceLock::new();
+    let mut d = DIRS.get_or_init(Default::default).lock().unwrap();
+    if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
+        return p.clone();
+    }
+    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("lfm2-pkg-{}-{ty:?}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let p = convert(checkpoint_dir(), &out, "Tiny", ty, &mut Quiet).unwrap();
+    d.push((ty, p.clone()));
+    p
+}
+
+/// The package at `ty` loaded with 2 threads and `opts` otherwise.
+pub fn engine_with(ty: OutType, opts: ModelOptions) -> Lfm2Audio {
+    let opts = ModelOptions {
+        n_threads: 2,
+        ..opts
+    };
+    Lfm2Audio::from_package(ModelPackage::open_paths(package(ty)).unwrap(), opts).unwrap()
+}
+
+/// The package at `ty` loaded with default options (2 threads).
+pub fn engine(ty: OutType) -> Lfm2Audio {
+    engine_with(ty, ModelOptions::default())
+}
+
+/// `max|a - b| / max|b|`.
+pub fn rel(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    let m = b.iter().fold(0f32, |m, v| m.max(v.abs()));
+    a.iter().zip(b).fold(0f32, |e, (x, y)| e.max((x - y).abs())) / m
+}
