@@ -1,0 +1,149 @@
+//! Multi-turn speech-to-speech through a `Session` on the tiny synthetic package: the history
+//! travels as artifacts, prefill blocks and encoder outputs are reused, and every turn's text,
+//! audio and reply artifact are byte-identical to a session without caches and to a fresh one.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use audio_engine::lfm2_audio::backbone::BLOCK_POSITIONS;
+use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
+use audio_engine::lfm2_audio::convert::OutType;
+use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::{
+    EngineError, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
+};
+
+use common::package::engine;
+
+fn question(i: usize) -> Vec<u8> {
+    let n = 24_000 + 8_000 * i;
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for t in 0..n {
+        // A deterministic integer waveform (no libm), different per question.
+        let v = ((t * (7 + 3 * i)) % 400) as i32 - 200;
+        w.write_sample((v * 60) as i16).unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+fn s2s() -> S2sOptions {
+    S2sOptions {
+        max_new_tokens: 200,
+        text: SamplerConfig::GREEDY,
+        audio: SamplerConfig::s2s_audio(7),
+        ..Default::default()
+    }
+}
+
+fn request(i: usize, history: &[Artifact]) -> S2sRequest {
+    let mut options = BTreeMap::new();
+    options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
+    S2sRequest {
+        question: question(i),
+        history: history.to_vec(),
+        options,
+        s2s: s2s(),
+    }
+}
+
+fn same(a: &TurnResult, b: &TurnResult) {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(a.reply.text, b.reply.text);
+    assert_eq!(a.reply.steps, b.reply.steps);
+    assert_eq!(bits(&a.reply.audio), bits(&b.reply.audio));
+    assert_eq!(a.artifact, b.artifact);
+}
+
+#[test]
+fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
+    let e = engine(OutType::F32);
+    let mut cached = Session::new(e.clone(), SessionOptions::default());
+    let mut plain = Session::new(
+        e.clone(),
+        SessionOptions {
+            prefill_slots: 0,
+            kept_questions: 0,
+        },
+    );
+    let mut history: Vec<Artifact> = Vec::new();
+    let mut requests = Vec::new();
+    let mut prev_len = 0;
+    let mut resumed_any = false;
+    for i in 0..3 {
+        let req = request(i, &history);
+        let a = cached.s2s(&req).unwrap();
+        let b = plain.s2s(&req).unwrap();
+        same(&a, &b);
+        let len = a.reply.prompt_positions;
+        // The previous turn's prompt is a prefix of this one: its full blocks come back, except
+        // that this prompt's last block always runs.
+        let want = (prev_len / BLOCK_POSITIONS).min((len - 1) / BLOCK_POSITIONS) * BLOCK_POSITIONS;
+        println!(
+            "turn {}: prompt {len}, {} steps, resumed {}, reused {}",
+            i + 1,
+            a.reply.steps.len(),
+            cached.resumed_prefill_steps(),
+            cached.reused_questions()
+        );
+        assert_eq!(cached.resumed_prefill_steps(), want);
+        assert_eq!(a.reply.resumed_prefill_steps, want);
+        assert_eq!(plain.resumed_prefill_steps(), 0);
+        assert_eq!(cached.reused_questions(), i);
+        assert_eq!(plain.reused_questions(), 0);
+        resumed_any |= want > 0;
+        prev_len = len;
+        let art = a.artifact.clone().unwrap();
+        history.push(Artifact {
+            id: QUESTION_ID.to_owned(),
+            kind: ArtifactKind::Custom,
+            payload: question(i),
+            meta: BTreeMap::new(),
+        });
+        history.push(art);
+        requests.push((req, a));
+    }
+    assert!(
+        resumed_any,
+        "the conversation never passed a block boundary"
+    );
+
+    // The last turn again: in a fresh session, and in the cached one after another conversation
+    // and after a request without history.
+    let (last_req, last) = requests.last().unwrap();
+    let mut fresh = Session::new(e.clone(), SessionOptions::default());
+    same(&fresh.s2s(last_req).unwrap(), last);
+    let other = request(5, &[]);
+    cached.s2s(&other).unwrap();
+    let mut no_codes = other.clone();
+    no_codes.options.clear();
+    let single = cached.s2s(&no_codes).unwrap();
+    assert!(single.artifact.is_none());
+    same(&cached.s2s(last_req).unwrap(), last);
+    assert_eq!(cached.reused_questions(), 2);
+
+    // An over-limit request fails as capacity and keeps the caches: the turn still resumes.
+    let mut huge = last_req.clone();
+    huge.s2s.max_new_tokens = 8192;
+    assert!(matches!(cached.s2s(&huge), Err(EngineError::Capacity(_))));
+    same(&cached.s2s(last_req).unwrap(), last);
+    assert!(cached.resumed_prefill_steps() > 0);
+
+    // History is invalid for a reply artifact of another checkpoint format.
+    let mut bad = last_req.clone();
+    bad.history[1]
+        .meta
+        .insert("codebooks".into(), serde_json::json!(7));
+    assert!(matches!(
+        cached.s2s(&bad),
+        Err(EngineError::InvalidRequest(_))
+    ));
+}
