@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(chunk_text(t, 100), vec![t.to_owned()]);
         assert_eq!(
             chunk_text(t, 12),
-            vec!["One two.", "Three four", "five!", "Six?"]
+            vec!["One two.", "Three four", "five! Six?"]
         );
         for c in chunk_text(&"word ".repeat(50), 17) {
             assert!(c.chars().count() <= 17, "{c}");
