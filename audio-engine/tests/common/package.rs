@@ -29,16 +29,20 @@ pub fn package(ty: OutType) -> PackagePaths {
     p
 }
 
-/// The package at `ty` loaded with 2 threads and `opts` otherwise.
+/// The package at `ty` loaded with one compute thread and `opts` otherwise.
+///
+/// why: libtest runs a binary's tests on both cores at once; ggml's worker threads spin at
+/// their barriers, so two tests with two threads each on two cores slow each other down by
+/// orders of magnitude.
 pub fn engine_with(ty: OutType, opts: ModelOptions) -> Lfm2Audio {
     let opts = ModelOptions {
-        n_threads: 2,
+        n_threads: 1,
         ..opts
     };
     Lfm2Audio::from_package(ModelPackage::open_paths(package(ty)).unwrap(), opts).unwrap()
 }
 
-/// The package at `ty` loaded with default options (2 threads).
+/// The package at `ty` loaded with default options (one thread).
 pub fn engine(ty: OutType) -> Lfm2Audio {
     engine_with(ty, ModelOptions::default())
 }
