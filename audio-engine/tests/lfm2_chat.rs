@@ -1,6 +1,7 @@
 //! Multi-turn speech-to-speech through a `Session` on the tiny synthetic package: the history
-//! travels as artifacts, prefill blocks and encoder outputs are reused, and every turn's text,
-//! audio and reply artifact are byte-identical to a session without caches and to a fresh one.
+//! travels as artifacts, prefill blocks and encoder outputs are reused (a four-turn conversation
+//! resumes 0, 0, 256 and 512 prefill steps), and every turn's text, audio and reply artifact are
+//! byte-identical to a session without caches and to a fresh one.
 
 mod common;
 
@@ -37,7 +38,7 @@ fn question(i: usize) -> Vec<u8> {
 
 fn s2s() -> S2sOptions {
     S2sOptions {
-        max_new_tokens: 200,
+        max_new_tokens: 300,
         text: SamplerConfig::GREEDY,
         audio: SamplerConfig::s2s_audio(7),
         ..Default::default()
@@ -78,7 +79,8 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     let mut requests = Vec::new();
     let mut prev_len = 0;
     let mut resumed_any = false;
-    for i in 0..3 {
+    let mut resumed = Vec::new();
+    for i in 0..4 {
         let req = request(i, &history);
         let a = cached.s2s(&req).unwrap();
         let b = plain.s2s(&req).unwrap();
@@ -100,6 +102,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
         assert_eq!(cached.reused_questions(), i);
         assert_eq!(plain.reused_questions(), 0);
         resumed_any |= want > 0;
+        resumed.push(want);
         prev_len = len;
         let art = a.artifact.clone().unwrap();
         history.push(Artifact {
@@ -128,7 +131,25 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     let single = cached.s2s(&no_codes).unwrap();
     assert!(single.artifact.is_none());
     same(&cached.s2s(last_req).unwrap(), last);
-    assert_eq!(cached.reused_questions(), 2);
+    assert_eq!(cached.reused_questions(), 3);
+
+    // A turn stopped early (a streaming client finishing before the reply is over) returns the
+    // steps so far as a reply that did not end.
+    let mut events = 0;
+    let cut = fresh
+        .s2s_with(last_req, &mut |_| {
+            events += 1;
+            events < 5
+        })
+        .unwrap();
+    assert!(!cut.reply.ended);
+    let art = cut.artifact.unwrap();
+    assert_eq!(art.meta["ended"], serde_json::json!(false));
+    assert!(cut.reply.steps.len() < last.reply.steps.len());
+    assert_eq!(
+        cut.reply.steps[..],
+        last.reply.steps[..cut.reply.steps.len()]
+    );
 
     // An over-limit request fails as capacity and keeps the caches: the turn still resumes.
     let mut huge = last_req.clone();
