@@ -158,13 +158,42 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     same(&cached.s2s(last_req).unwrap(), last);
     assert!(cached.resumed_prefill_steps() > 0);
 
-    // History is invalid for a reply artifact of another checkpoint format.
+    // Rejections, before anything runs, each an invalid request (or capacity) naming the problem;
+    // none of them disturbs the caches.
+    let invalid = |cached: &mut Session, req: &S2sRequest, what: &str| match cached.s2s(req) {
+        Err(EngineError::InvalidRequest(msg)) => println!("{what}: {msg}"),
+        other => panic!("{what}: expected an invalid request, got {other:?}"),
+    };
     let mut bad = last_req.clone();
     bad.history[1]
         .meta
         .insert("codebooks".into(), serde_json::json!(7));
-    assert!(matches!(
-        cached.s2s(&bad),
-        Err(EngineError::InvalidRequest(_))
-    ));
+    invalid(&mut cached, &bad, "reply of another checkpoint");
+    let mut bad = last_req.clone();
+    bad.history[0].id = "lfm2_audio.unknown".into();
+    invalid(&mut cached, &bad, "unknown artifact id");
+    let mut bad = last_req.clone();
+    bad.history.truncate(1);
+    invalid(&mut cached, &bad, "question without its reply");
+    let mut bad = last_req.clone();
+    bad.history.swap(0, 1);
+    invalid(&mut cached, &bad, "turns out of order");
+    let mut bad = last_req.clone();
+    bad.history[0].payload = b"RIFF, but not a WAV".to_vec();
+    invalid(&mut cached, &bad, "unreadable question");
+    let mut bad = last_req.clone();
+    bad.options
+        .insert("return_codes".into(), serde_json::json!("yes"));
+    invalid(&mut cached, &bad, "return_codes not a boolean");
+    let mut bad = last_req.clone();
+    bad.history[1]
+        .meta
+        .insert("steps".into(), serde_json::json!(9000));
+    assert!(matches!(cached.s2s(&bad), Err(EngineError::Capacity(_))));
+    same(&cached.s2s(last_req).unwrap(), last);
+    // This prompt (1067 positions) ran before: all four of its full blocks come back.
+    assert_eq!(
+        cached.resumed_prefill_steps(),
+        (last.reply.prompt_positions - 1) / BLOCK_POSITIONS * BLOCK_POSITIONS
+    );
 }
