@@ -12,7 +12,7 @@ use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID
 use audio_engine::lfm2_audio::convert::OutType;
 use audio_engine::lfm2_audio::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
-    EngineError, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
+    EngineError, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
 };
 
 use common::package::engine;
@@ -132,6 +132,32 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     assert!(single.artifact.is_none());
     same(&cached.s2s(last_req).unwrap(), last);
     assert_eq!(cached.reused_questions(), 3);
+
+    // Streamed through a session moved onto a worker thread: the same bytes and artifact, the
+    // events adding up to the result, and the session (with its caches) given back.
+    let mut stream = fresh.s2s_stream(last_req).unwrap();
+    let (mut text, mut audio) = (String::new(), Vec::new());
+    while let Some(ev) = stream.next_event() {
+        match ev {
+            ReplyEvent::Text(t) => text.push_str(&t),
+            ReplyEvent::Audio(a) => audio.extend(a),
+        }
+    }
+    let (mut fresh, streamed) = stream.wait().unwrap();
+    let streamed = streamed.unwrap();
+    same(&streamed, last);
+    assert_eq!(text, last.reply.text);
+    assert_eq!(audio.len(), last.reply.audio.len());
+    assert!(
+        fresh.resumed_prefill_steps() > 0,
+        "the session came back with its caches"
+    );
+    // A bad request fails at start and gives the session back.
+    let mut bad = last_req.clone();
+    bad.history.truncate(1);
+    let (back, err) = fresh.s2s_stream(&bad).unwrap_err();
+    assert!(matches!(err, EngineError::InvalidRequest(_)));
+    let mut fresh = back;
 
     // A turn stopped early (a streaming client finishing before the reply is over) returns the
     // steps so far as a reply that did not end.

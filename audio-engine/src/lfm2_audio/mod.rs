@@ -35,5 +35,5 @@ pub use error::EngineError;
 pub use load_error::LoadError;
 pub use reply::{ReplyEvent, ReplyResult, ReplyStream};
 pub use s2s::S2sOptions;
-pub use session::{S2sRequest, Session, SessionOptions, TurnResult};
+pub use session::{S2sRequest, Session, SessionOptions, TurnResult, TurnStream};
 pub use tts::{TtsOptions, Voice};

@@ -329,11 +329,72 @@ fn depth_err(e: super::depthformer::DepthError) -> EngineError {
     EngineError::Internal(format!("depthformer: {e}"))
 }
 
-/// A reply being generated on a worker thread; events arrive as they are produced.
-pub struct ReplyStream {
+/// Work running on a thread whose reply events arrive as they are produced; the thread's own
+/// result comes back at the end.
+pub(crate) struct EventStream<T: Send + 'static> {
     rx: mpsc::Receiver<ReplyEvent>,
     cancel: Arc<AtomicBool>,
-    worker: Option<JoinHandle<Result<ReplyResult, EngineError>>>,
+    worker: Option<JoinHandle<T>>,
+}
+
+impl<T: Send + 'static> EventStream<T> {
+    /// Starts `job` on a worker thread; it reports events through the sink it is given, which
+    /// says to stop once the stream is finished early.
+    pub(crate) fn spawn(
+        job: impl FnOnce(&mut dyn FnMut(ReplyEvent) -> bool) -> T + Send + 'static,
+    ) -> EventStream<T> {
+        let (tx, rx) = mpsc::channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = cancel.clone();
+        let worker = std::thread::spawn(move || {
+            let mut sink = |ev: ReplyEvent| tx.send(ev).is_ok() && !stop.load(Ordering::Relaxed);
+            job(&mut sink)
+        });
+        EventStream {
+            rx,
+            cancel,
+            worker: Some(worker),
+        }
+    }
+
+    pub(crate) fn next_event(&mut self) -> Option<ReplyEvent> {
+        self.rx.recv().ok()
+    }
+
+    pub(crate) fn finish(mut self) -> Result<T, EngineError> {
+        self.cancel.store(true, Ordering::Relaxed);
+        self.join()
+    }
+
+    pub(crate) fn wait(mut self) -> Result<T, EngineError> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<T, EngineError> {
+        let worker = self
+            .worker
+            .take()
+            .ok_or_else(|| EngineError::Internal("stream already finished".into()))?;
+        // Drain so the worker never blocks (the channel is unbounded; this only frees memory).
+        while self.rx.try_recv().is_ok() {}
+        worker
+            .join()
+            .map_err(|_| EngineError::Internal("the generation thread panicked".into()))
+    }
+}
+
+impl<T: Send + 'static> Drop for EventStream<T> {
+    fn drop(&mut self) {
+        if self.worker.is_some() {
+            self.cancel.store(true, Ordering::Relaxed);
+            let _ = self.join();
+        }
+    }
+}
+
+/// A reply being generated on a worker thread; events arrive as they are produced.
+pub struct ReplyStream {
+    inner: EventStream<Result<ReplyResult, EngineError>>,
 }
 
 impl std::fmt::Debug for ReplyStream {
@@ -349,55 +410,24 @@ impl ReplyStream {
             + Send
             + 'static,
     ) -> ReplyStream {
-        let (tx, rx) = mpsc::channel();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let stop = cancel.clone();
-        let worker = std::thread::spawn(move || {
-            let mut sink = |ev: ReplyEvent| tx.send(ev).is_ok() && !stop.load(Ordering::Relaxed);
-            job(&mut sink)
-        });
         ReplyStream {
-            rx,
-            cancel,
-            worker: Some(worker),
+            inner: EventStream::spawn(job),
         }
     }
 
     /// The next event, waiting for it; `None` once the reply is over.
     pub fn next_event(&mut self) -> Option<ReplyEvent> {
-        self.rx.recv().ok()
+        self.inner.next_event()
     }
 
     /// Stops generation if it is still running (the reply is then cut: `ended` is false) and
     /// returns the whole result: everything generated, including events not yet pulled.
-    pub fn finish(mut self) -> Result<ReplyResult, EngineError> {
-        self.cancel.store(true, Ordering::Relaxed);
-        self.join()
+    pub fn finish(self) -> Result<ReplyResult, EngineError> {
+        self.inner.finish()?
     }
 
     /// Waits for the reply to end on its own and returns the whole result.
-    pub fn wait(mut self) -> Result<ReplyResult, EngineError> {
-        self.join()
-    }
-
-    fn join(&mut self) -> Result<ReplyResult, EngineError> {
-        let worker = self
-            .worker
-            .take()
-            .ok_or_else(|| EngineError::Internal("stream already finished".into()))?;
-        // Drain so the worker never blocks (the channel is unbounded; this only frees memory).
-        while self.rx.try_recv().is_ok() {}
-        worker
-            .join()
-            .map_err(|_| EngineError::Internal("the generation thread panicked".into()))?
-    }
-}
-
-impl Drop for ReplyStream {
-    fn drop(&mut self) {
-        if self.worker.is_some() {
-            self.cancel.store(true, Ordering::Relaxed);
-            let _ = self.join();
-        }
+    pub fn wait(self) -> Result<ReplyResult, EngineError> {
+        self.inner.wait()?
     }
 }
