@@ -155,7 +155,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     // A bad request fails at start and gives the session back.
     let mut bad = last_req.clone();
     bad.history.truncate(1);
-    let (back, err) = fresh.s2s_stream(&bad).unwrap_err();
+    let (back, err) = *fresh.s2s_stream(&bad).unwrap_err();
     assert!(matches!(err, EngineError::InvalidRequest(_)));
     let mut fresh = back;
 

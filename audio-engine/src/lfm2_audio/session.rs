@@ -299,11 +299,15 @@ impl Session {
     /// Streams one turn: the request is checked and its questions encoded now (a bad request
     /// fails here, before any audio), then the session moves onto a worker thread that
     /// generates the reply; [`TurnStream::finish`] / [`TurnStream::wait`] give it back with
-    /// the turn's result (reply artifact included with `return_codes`).
-    pub fn s2s_stream(self, request: &S2sRequest) -> Result<TurnStream, (Session, EngineError)> {
+    /// the turn's result (reply artifact included with `return_codes`). A rejected request
+    /// returns the session with the error.
+    pub fn s2s_stream(
+        self,
+        request: &S2sRequest,
+    ) -> Result<TurnStream, Box<(Session, EngineError)>> {
         let p = match self.prepare(request) {
             Ok(p) => p,
-            Err(e) => return Err((self, e)),
+            Err(e) => return Err(Box::new((self, e))),
         };
         let mut session = self;
         Ok(TurnStream {
