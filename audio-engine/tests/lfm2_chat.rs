@@ -143,7 +143,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
             ReplyEvent::Audio(a) => audio.extend(a),
         }
     }
-    let (mut fresh, streamed) = stream.wait().unwrap();
+    let (fresh, streamed) = stream.wait().unwrap();
     let streamed = streamed.unwrap();
     same(&streamed, last);
     assert_eq!(text, last.reply.text);
