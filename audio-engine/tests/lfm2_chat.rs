@@ -180,7 +180,14 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     // An over-limit request fails as capacity and keeps the caches: the turn still resumes.
     let mut huge = last_req.clone();
     huge.s2s.max_new_tokens = 8192;
-    assert!(matches!(cached.s2s(&huge), Err(EngineError::Capacity(_))));
+    let err = cached.s2s(&huge).unwrap_err();
+    assert!(matches!(err, EngineError::Capacity(_)), "{err}");
+    // The same error a fresh session gives: caches never change what a request is told.
+    let fresh_err = Session::new(e.clone(), SessionOptions::default())
+        .s2s(&huge)
+        .unwrap_err();
+    assert_eq!(err.to_string(), fresh_err.to_string());
+    assert!(err.to_string().contains("oldest turns"), "{err}");
     same(&cached.s2s(last_req).unwrap(), last);
     assert!(cached.resumed_prefill_steps() > 0);
 
@@ -222,4 +229,35 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
         cached.resumed_prefill_steps(),
         (last.reply.prompt_positions - 1) / BLOCK_POSITIONS * BLOCK_POSITIONS
     );
+}
+
+#[test]
+fn a_question_one_sample_off_is_encoded_again() {
+    let e = engine(OutType::F32);
+    let mut session = Session::new(e.clone(), SessionOptions::default());
+    let mut opts = s2s();
+    opts.max_new_tokens = 8;
+    let mut first = request(0, &[]);
+    first.s2s = opts.clone();
+    let t1 = session.s2s(&first).unwrap();
+    let history = vec![
+        Artifact {
+            id: QUESTION_ID.to_owned(),
+            kind: ArtifactKind::Custom,
+            payload: question(0),
+            meta: BTreeMap::new(),
+        },
+        t1.artifact.unwrap(),
+    ];
+    let mut second = request(1, &history);
+    second.s2s = opts.clone();
+    session.s2s(&second).unwrap();
+    assert_eq!(session.reused_questions(), 1);
+    // The same history with the earlier question's last sample changed by one step.
+    let mut changed = second.clone();
+    let wav = &mut changed.history[0].payload;
+    let last = wav.len() - 2;
+    wav[last] = wav[last].wrapping_add(1);
+    session.s2s(&changed).unwrap();
+    assert_eq!(session.reused_questions(), 0);
 }
