@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use crate::ggml::gguf::{GgufFile, GgufValue, TensorInfo};
 
 pub use super::load_error::{LoadError, Result};
+use super::weights::{display_path, open_gguf};
 use crate::ggml::GgmlType;
 
 pub use super::load_error::LFM2_ARCH;
@@ -54,13 +55,6 @@ pub struct Lfm2Config {
     pub rope_theta: f32,
     /// Training context length (`lfm2.context_length`).
     pub max_position_embeddings: u32,
-}
-
-/// The path used in errors for a file that has none (read from bytes).
-fn file_name(gguf: &GgufFile) -> PathBuf {
-    gguf.path()
-        .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from("<in-memory gguf>"))
 }
 
 /// Reads metadata keys of one file, turning absence and bad values into [`LoadError`]s.
@@ -172,7 +166,7 @@ impl Lfm2Config {
     pub fn from_gguf(gguf: &GgufFile) -> Result<Lfm2Config> {
         let keys = Keys {
             gguf,
-            file: file_name(gguf),
+            file: display_path(gguf),
         };
         let arch_key = "general.architecture";
         let arch = keys.get(arch_key)?;
@@ -502,7 +496,7 @@ impl Lfm2Tensors {
     /// Builds the names for `cfg` and checks every expected tensor of `gguf` exists with the
     /// expected shape and an allowed type. Returns the names on success.
     pub fn validate(gguf: &GgufFile, cfg: &Lfm2Config) -> Result<Lfm2Tensors> {
-        let file = file_name(gguf);
+        let file = display_path(gguf);
         let names = Lfm2Tensors::new(cfg, gguf.tensor(OUTPUT).is_some());
         for e in names.expected(cfg) {
             let t = gguf
@@ -557,15 +551,7 @@ pub struct Lfm2Backbone {
 impl Lfm2Backbone {
     /// Opens `path`, reads the config and validates every tensor.
     pub fn open(path: impl AsRef<Path>) -> Result<Lfm2Backbone> {
-        let path = path.as_ref();
-        // why: a clear "not found" naming the file beats an I/O error buried in the GGUF error.
-        if !path.exists() {
-            return Err(LoadError::MissingFile {
-                file: path.to_path_buf(),
-            });
-        }
-        let gguf = GgufFile::open(path)?;
-        Lfm2Backbone::from_gguf(gguf)
+        Lfm2Backbone::from_gguf(open_gguf(path)?)
     }
 
     /// Reads the config and validates every tensor of an already opened file.

@@ -24,6 +24,7 @@ use super::backbone_config::Lfm2Backbone;
 use super::convert::OutType;
 use super::load_error::{LoadError, Result};
 use super::vocoder_config::{VocoderConfig, DEPTH_LINEAR, DETOK_EMBEDDING};
+use super::weights::open_gguf;
 
 /// The mmproj file's `general.architecture`.
 pub const MMPROJ_ARCH: &str = "clip";
@@ -145,15 +146,6 @@ pub struct ModelPackage {
     pub detokenizer: Detokenizer,
 }
 
-fn open_existing(path: &Path) -> Result<GgufFile> {
-    if !path.is_file() {
-        return Err(LoadError::MissingFile {
-            file: path.to_path_buf(),
-        });
-    }
-    Ok(GgufFile::open(path)?)
-}
-
 fn str_key<'a>(gguf: &'a GgufFile, file: &Path, key: &str) -> Result<&'a str> {
     let v = gguf
         .metadata()
@@ -241,7 +233,7 @@ pub fn open_backbone(path: &Path) -> Result<Lfm2Backbone> {
 
 /// Opens the mmproj file and checks its markers.
 pub fn open_mmproj(path: &Path) -> Result<GgufFile> {
-    let gguf = open_existing(path)?;
+    let gguf = open_gguf(path)?;
     let arch = str_key(&gguf, path, "general.architecture")?;
     if arch != MMPROJ_ARCH {
         return Err(LoadError::WrongArchitecture {
@@ -263,14 +255,14 @@ pub fn open_mmproj(path: &Path) -> Result<GgufFile> {
 
 /// Opens the vocoder file and validates its tensors.
 pub fn open_vocoder(path: &Path) -> Result<Vocoder> {
-    let gguf = open_existing(path)?;
+    let gguf = open_gguf(path)?;
     let config = VocoderConfig::from_gguf(&gguf)?;
     Ok(Vocoder { gguf, config })
 }
 
 /// Opens the detokenizer file and validates its config, tensors and head.
 pub fn open_detokenizer(path: &Path) -> Result<Detokenizer> {
-    let gguf = open_existing(path)?;
+    let gguf = open_gguf(path)?;
     let sliding_window = positive_key(&gguf, path, KEY_SLIDING_WINDOW)?;
     let n_embd_out = positive_key(&gguf, path, KEY_EMBEDDING_LENGTH_OUT)?;
     let lfm2 = Lfm2Backbone::from_gguf(gguf)?;

@@ -226,7 +226,6 @@ impl Lfm2Audio {
             }
             sink(ev)
         };
-        let mut stopped_early = false;
         let mut iterations = 0;
         'gen: loop {
             if iterations == opts.max_new_tokens {
@@ -253,7 +252,6 @@ impl Lfm2Audio {
                                 let piece = pending.push(tok.token_bytes(t)?);
                                 if !piece.is_empty() && !emit(ReplyEvent::Text(piece), &mut result)
                                 {
-                                    stopped_early = true;
                                     break 'gen;
                                 }
                             }
@@ -281,7 +279,6 @@ impl Lfm2Audio {
                             .map_err(|e| EngineError::Internal(format!("detokenizer: {e}")))?;
                         if !emit(ReplyEvent::Audio(samples), &mut result) {
                             result.steps.push(ReplyStep::Frame(codes));
-                            stopped_early = true;
                             break 'gen;
                         }
                     }
@@ -308,7 +305,6 @@ impl Lfm2Audio {
                 .backbone
                 .forward(&mut cache, &[next_input], Rows::Last, want_logits)?;
         }
-        let _ = stopped_early;
         let tail_text = pending.flush();
         if !tail_text.is_empty() {
             emit(ReplyEvent::Text(tail_text), &mut result);

@@ -66,6 +66,11 @@ pub struct TurnResult {
     pub reused_questions: usize,
 }
 
+/// Whether two questions are the same samples (size and bytes).
+fn same_samples(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
 #[derive(Debug, Clone)]
 struct KeptQuestion {
     samples: Vec<f32>,
@@ -131,13 +136,7 @@ impl Session {
         samples: &[f32],
         kept: &[KeptQuestion],
     ) -> Result<(KeptQuestion, bool), EngineError> {
-        if let Some(k) = kept.iter().find(|k| {
-            k.samples.len() == samples.len()
-                && k.samples
-                    .iter()
-                    .zip(samples)
-                    .all(|(a, b)| a.to_bits() == b.to_bits())
-        }) {
+        if let Some(k) = kept.iter().find(|k| same_samples(&k.samples, samples)) {
             return Ok((k.clone(), true));
         }
         let (rows, embeddings) = self.model.encode_audio(samples)?;
@@ -240,13 +239,8 @@ impl Session {
         };
         // Keep this request's questions, most recent first, without duplicates.
         for q in p.keep.into_iter().rev() {
-            self.questions.retain(|k| {
-                k.samples.len() != q.samples.len()
-                    || k.samples
-                        .iter()
-                        .zip(&q.samples)
-                        .any(|(a, b)| a.to_bits() != b.to_bits())
-            });
+            self.questions
+                .retain(|k| !same_samples(&k.samples, &q.samples));
             self.questions.insert(0, q);
         }
         self.questions.truncate(self.options.kept_questions);

@@ -118,11 +118,11 @@ impl WeightFile {
     }
 }
 
-/// Opens a GGUF file, reporting a missing file as [`LoadError::MissingFile`].
+/// Opens a GGUF file, reporting a missing file (or a directory) as [`LoadError::MissingFile`].
 pub fn open_gguf(path: impl AsRef<Path>) -> Result<GgufFile> {
     let path = path.as_ref();
     // why: a clear "not found" naming the file beats an I/O error buried in the GGUF error.
-    if !path.exists() {
+    if !path.is_file() {
         return Err(LoadError::MissingFile {
             file: path.to_path_buf(),
         });

@@ -115,10 +115,9 @@ struct InputTensors<'a> {
     mask: Option<Tensor<'a>>,
 }
 
-fn input<'a>(ctx: &'a Context, t: Tensor<'a>, name: &str) -> R<Tensor<'a>> {
+fn input<'a>(t: Tensor<'a>, name: &str) -> R<Tensor<'a>> {
     t.set_name(name)?;
     t.set_input();
-    let _ = ctx;
     Ok(t)
 }
 
@@ -135,7 +134,6 @@ fn embed<'a>(
     let mut pieces = Vec::new();
     if !inp.text.is_empty() {
         let ids = input(
-            ctx,
             ctx.new_tensor_1d(GgmlType::I32, inp.text.len() as i64)?,
             "inp_text",
         )?;
@@ -144,7 +142,6 @@ fn embed<'a>(
     }
     if inp.n_audio > 0 {
         let a = input(
-            ctx,
             ctx.new_tensor_2d(GgmlType::F32, h, inp.n_audio as i64)?,
             "inp_audio",
         )?;
@@ -154,7 +151,6 @@ fn embed<'a>(
     if let Some(ncb) = inp.codes.len().checked_div(inp.n_frames) {
         let table = table.ok_or(BackboneError::NoAudioCodes)?;
         let idx = input(
-            ctx,
             ctx.new_tensor_1d(GgmlType::I32, inp.codes.len() as i64)?,
             "inp_codes",
         )?;
@@ -177,7 +173,6 @@ fn embed<'a>(
     let identity = inp.order.iter().enumerate().all(|(i, &j)| i as i32 == j);
     if !identity {
         let order = input(
-            ctx,
             ctx.new_tensor_1d(GgmlType::I32, inp.order.len() as i64)?,
             "inp_order",
         )?;
@@ -359,10 +354,9 @@ pub(super) fn run(
         audio: None,
         codes: None,
         order: None,
-        pos: input(&ctx, ctx.new_tensor_1d(GgmlType::I32, n as i64)?, "inp_pos")?,
+        pos: input(ctx.new_tensor_1d(GgmlType::I32, n as i64)?, "inp_pos")?,
         mask: if has_attention {
             Some(input(
-                &ctx,
                 ctx.new_tensor_2d(GgmlType::F32, kv_len, n as i64)?,
                 "inp_mask",
             )?)
