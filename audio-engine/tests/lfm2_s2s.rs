@@ -81,7 +81,7 @@ fn streamed_reply_equals_offline_bit_for_bit() {
     };
     let offline = e.s2s(&input_signal(), &opts).unwrap();
     let again = e.s2s(&input_signal(), &opts).unwrap();
-    assert_eq!(offline, ReplyResultEq::strip(again.clone(), &offline));
+    assert_eq!(offline, with_timings_of(again, &offline));
 
     let mut stream = e.s2s_stream(input_signal(), &opts).unwrap();
     let (mut text, mut audio, mut n_audio_events) = (String::new(), Vec::new(), 0);
@@ -116,16 +116,13 @@ fn streamed_reply_equals_offline_bit_for_bit() {
     assert_ne!(other.steps, offline.steps);
 }
 
-/// Compares results without their timings.
-struct ReplyResultEq;
-impl ReplyResultEq {
-    fn strip(
-        mut r: audio_engine::lfm2_audio::ReplyResult,
-        like: &audio_engine::lfm2_audio::ReplyResult,
-    ) -> audio_engine::lfm2_audio::ReplyResult {
-        r.timings = like.timings;
-        r
-    }
+/// `r` with `like`'s timings, so results compare without them.
+fn with_timings_of(
+    mut r: audio_engine::lfm2_audio::ReplyResult,
+    like: &audio_engine::lfm2_audio::ReplyResult,
+) -> audio_engine::lfm2_audio::ReplyResult {
+    r.timings = like.timings;
+    r
 }
 
 #[test]
