@@ -173,6 +173,9 @@ const TREE_ENTRIES: &[&str] = &[
     "common",
     "vendor",
     "licenses",
+    // why: not compiled; its key tables (`clip-impl.h`) are what audio-engine's key-spelling
+    // test checks the mmproj loader and converter against.
+    "tools/mtmd",
 ];
 
 /// Copies the pristine tree into `dest` afresh, so the patch series always starts from upstream.
@@ -197,6 +200,9 @@ fn copy_recursive(from: &Path, to: &Path) {
             copy_recursive(&entry.path(), &to.join(entry.file_name()));
         }
     } else {
+        if let Some(parent) = to.parent() {
+            fs::create_dir_all(parent).expect("create directory in the patched tree");
+        }
         fs::copy(from, to).unwrap_or_else(|e| panic!("copy {}: {e}", from.display()));
     }
 }

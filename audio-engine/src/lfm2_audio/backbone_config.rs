@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 
 use crate::ggml::gguf::{GgufFile, GgufValue, TensorInfo};
 
+use super::gguf_keys as K;
 pub use super::load_error::{LoadError, Result};
 use super::weights::{display_path, open_gguf};
 use crate::ggml::GgmlType;
@@ -168,7 +169,7 @@ impl Lfm2Config {
             gguf,
             file: display_path(gguf),
         };
-        let arch_key = "general.architecture";
+        let arch_key = K::GENERAL_ARCHITECTURE;
         let arch = keys.get(arch_key)?;
         let arch = arch
             .as_str()
@@ -180,27 +181,24 @@ impl Lfm2Config {
                 expected: LFM2_ARCH.to_owned(),
             });
         }
-        let k = |s: &str| format!("{LFM2_ARCH}.{s}");
-
-        let hidden_size = keys.u32(&k("embedding_length"))?;
-        let num_hidden_layers = keys.u32(&k("block_count"))?;
+        let hidden_size = keys.u32(K::LFM2_EMBEDDING_LENGTH)?;
+        let num_hidden_layers = keys.u32(K::LFM2_BLOCK_COUNT)?;
         if hidden_size == 0 || num_hidden_layers == 0 {
             return Err(keys.bad(
-                &k("embedding_length"),
+                K::LFM2_EMBEDDING_LENGTH,
                 "width and layer count must be positive",
             ));
         }
-        let num_attention_heads = keys.uniform(&k("attention.head_count"), num_hidden_layers)?;
-        let num_key_value_heads =
-            keys.per_layer(&k("attention.head_count_kv"), num_hidden_layers)?;
-        let head_dim = match keys.u32_opt(&k("attention.key_length"))? {
+        let num_attention_heads = keys.uniform(K::LFM2_HEAD_COUNT, num_hidden_layers)?;
+        let num_key_value_heads = keys.per_layer(K::LFM2_HEAD_COUNT_KV, num_hidden_layers)?;
+        let head_dim = match keys.u32_opt(K::LFM2_KEY_LENGTH)? {
             Some(d) => d,
             None => {
                 // why: llama.cpp defaults n_embd_head_k to n_embd / n_head; a remainder would make
                 // the q projection's width disagree with heads * head_dim.
                 if num_attention_heads == 0 || hidden_size % num_attention_heads != 0 {
                     return Err(keys.bad(
-                        &k("attention.head_count"),
+                        K::LFM2_HEAD_COUNT,
                         format!("{num_attention_heads} heads do not divide width {hidden_size}"),
                     ));
                 }
@@ -210,16 +208,16 @@ impl Lfm2Config {
         for &kv in &num_key_value_heads {
             if kv != 0 && num_attention_heads % kv != 0 {
                 return Err(keys.bad(
-                    &k("attention.head_count_kv"),
+                    K::LFM2_HEAD_COUNT_KV,
                     format!("{kv} KV heads do not divide {num_attention_heads} query heads"),
                 ));
             }
         }
-        let intermediate_size = keys.uniform(&k("feed_forward_length"), num_hidden_layers)?;
-        let conv_l_cache = keys.u32(&k("shortconv.l_cache"))?;
-        let norm_eps = keys.f32(&k("attention.layer_norm_rms_epsilon"))?;
-        let rope_theta = keys.f32(&k("rope.freq_base"))?;
-        let max_position_embeddings = keys.u32(&k("context_length"))?;
+        let intermediate_size = keys.uniform(K::LFM2_FEED_FORWARD_LENGTH, num_hidden_layers)?;
+        let conv_l_cache = keys.u32(K::LFM2_SHORTCONV_L_CACHE)?;
+        let norm_eps = keys.f32(K::LFM2_RMS_EPS)?;
+        let rope_theta = keys.f32(K::LFM2_ROPE_FREQ_BASE)?;
+        let max_position_embeddings = keys.u32(K::LFM2_CONTEXT_LENGTH)?;
 
         // why: the embedding matrix is the ground truth for the vocabulary (llama.cpp sizes its
         // logits from it); fall back to the token list or `lfm2.vocab_size` only to name the

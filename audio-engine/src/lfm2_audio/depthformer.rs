@@ -59,9 +59,9 @@ pub const DEFAULT_ROPE_THETA: f32 = 1_000_000.0;
 /// liquid-audio's depthformer RMSNorm epsilon (`norm_eps=1e-5` of every norm it uses).
 pub const DEFAULT_NORM_EPS: f32 = 1e-5;
 /// Optional vocoder metadata key overriding [`DEFAULT_ROPE_THETA`] (f32 or f64, positive).
-pub const KEY_ROPE_THETA: &str = "depthformer_rope_theta";
+pub const KEY_ROPE_THETA: &str = super::gguf_keys::DEPTHFORMER_ROPE_THETA;
 /// Optional vocoder metadata key overriding [`DEFAULT_NORM_EPS`] (f32 or f64, positive).
-pub const KEY_NORM_EPS: &str = "depthformer_norm_eps";
+pub const KEY_NORM_EPS: &str = super::gguf_keys::DEPTHFORMER_NORM_EPS;
 
 /// Why a depthformer run failed.
 #[derive(Debug, thiserror::Error)]

@@ -83,9 +83,31 @@ struct Inner {
     language: String,
     /// Codes per frame.
     codebooks: usize,
-    /// Text and audio steps per interleaved block (`interleaved_n_text`, `interleaved_n_audio`).
-    interleave: (usize, usize),
+    /// Text and audio steps per interleaved block.
+    interleave: Interleave,
     compute: Mutex<Compute>,
+}
+
+/// The interleaved S2S schedule: text steps, then frames, per block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Interleave {
+    n_text: usize,
+    n_audio: usize,
+    /// Neither key was in the vocoder file, so the EN schedule is used.
+    default_schedule: bool,
+}
+
+impl Interleave {
+    /// The EN checkpoints' schedule, which upstream's vocoder converter leaves implicit.
+    const EN: (u32, u32) = (6, 12);
+
+    fn of(v: &super::vocoder_config::VocoderConfig) -> Interleave {
+        Interleave {
+            n_text: v.interleaved_n_text.unwrap_or(Self::EN.0).max(1) as usize,
+            n_audio: v.interleaved_n_audio.unwrap_or(Self::EN.1).max(1) as usize,
+            default_schedule: v.interleaved_n_text.is_none() && v.interleaved_n_audio.is_none(),
+        }
+    }
 }
 
 /// A loaded LFM2-Audio model.
@@ -99,6 +121,7 @@ impl std::fmt::Debug for Lfm2Audio {
         f.debug_struct("Lfm2Audio")
             .field("model", &self.inner.label)
             .field("backend", &self.inner.backend.name())
+            .field("description", &self.description())
             .finish()
     }
 }
@@ -137,7 +160,7 @@ impl Lfm2Audio {
             .backbone
             .gguf
             .metadata()
-            .get("general.languages")
+            .get(super::gguf_keys::GENERAL_LANGUAGES)
             .and_then(|v| match v.as_array() {
                 Some(crate::ggml::gguf::GgufArray::String(l)) => l.first().cloned(),
                 _ => None,
@@ -149,7 +172,7 @@ impl Lfm2Audio {
                 .token_id(name)
                 .ok_or_else(|| LoadError::MissingKey {
                     file: package.paths.backbone.clone(),
-                    key: format!("tokenizer.ggml.tokens entry {name}"),
+                    key: format!("{} entry {name}", super::gguf_keys::TOKENIZER_TOKENS),
                 })
         };
         let special = SpecialTokens {
@@ -158,21 +181,13 @@ impl Lfm2Audio {
             text_end: id("<|text_end|>")?,
             end_of_audio,
         };
-        // why: the EN checkpoints carry no keys and use 6 text / 12 audio steps.
-        let interleave = (
-            package
-                .vocoder
-                .config
-                .interleaved_n_text
-                .unwrap_or(6)
-                .max(1) as usize,
-            package
-                .vocoder
-                .config
-                .interleaved_n_audio
-                .unwrap_or(12)
-                .max(1) as usize,
-        );
+        let interleave = Interleave::of(&package.vocoder.config);
+        if interleave.default_schedule {
+            tracing::debug!(
+                file = %package.paths.vocoder.display(),
+                "no interleaved_n_text / interleaved_n_audio keys: using the EN schedule"
+            );
+        }
         let depth = Depthformer::load(&package.vocoder, &backend)?;
         let detok = Detokenizer::load(package.detokenizer, &package.vocoder, &backend)?;
         let hidden = package.backbone.config.hidden_size as usize;
@@ -237,7 +252,26 @@ impl Lfm2Audio {
 
     /// Text and audio steps per block of an interleaved reply.
     pub fn interleave(&self) -> (usize, usize) {
-        self.inner.interleave
+        (self.inner.interleave.n_text, self.inner.interleave.n_audio)
+    }
+
+    /// A one-line description: package, backend, language and the interleaved schedule (with
+    /// where it came from).
+    pub fn description(&self) -> String {
+        let i = &self.inner.interleave;
+        let source = if i.default_schedule {
+            "EN default: the vocoder has no interleaved_n_text / interleaved_n_audio keys"
+        } else {
+            "from the vocoder's interleaved_n_text / interleaved_n_audio"
+        };
+        format!(
+            "{} on {}, language {}, S2S schedule {} text / {} frames ({source})",
+            self.inner.label,
+            self.inner.backend.name(),
+            self.inner.language,
+            i.n_text,
+            i.n_audio,
+        )
     }
 
     /// The options the model was loaded with.

@@ -13,6 +13,7 @@ pub mod encoder;
 pub mod engine;
 pub mod error;
 pub mod features;
+pub mod gguf_keys;
 pub mod load_error;
 pub mod package;
 pub mod prefill_cache;

@@ -22,6 +22,7 @@ use crate::ggml::GgmlType;
 
 use super::backbone_config::Lfm2Backbone;
 use super::convert::OutType;
+use super::gguf_keys as K;
 use super::load_error::{LoadError, Result};
 use super::vocoder_config::{VocoderConfig, DEPTH_LINEAR, DETOK_EMBEDDING};
 use super::weights::open_gguf;
@@ -29,15 +30,15 @@ use super::weights::open_gguf;
 /// The mmproj file's `general.architecture`.
 pub const MMPROJ_ARCH: &str = "clip";
 /// The mmproj file's projector type key.
-pub const KEY_PROJECTOR_TYPE: &str = "clip.projector_type";
+pub const KEY_PROJECTOR_TYPE: &str = K::CLIP_PROJECTOR_TYPE;
 /// The projector type of LFM2-Audio's encoder.
 pub const PROJECTOR_LFM2A: &str = "lfm2a";
 /// The backbone's tokenizer model key.
-pub const KEY_TOKENIZER_MODEL: &str = "tokenizer.ggml.model";
+pub const KEY_TOKENIZER_MODEL: &str = K::TOKENIZER_MODEL;
 /// The detokenizer's attention window key.
-pub const KEY_SLIDING_WINDOW: &str = "lfm2.attention.sliding_window";
+pub const KEY_SLIDING_WINDOW: &str = K::LFM2_SLIDING_WINDOW;
 /// The detokenizer's output width key.
-pub const KEY_EMBEDDING_LENGTH_OUT: &str = "lfm2.embedding_length_out";
+pub const KEY_EMBEDDING_LENGTH_OUT: &str = K::LFM2_EMBEDDING_LENGTH_OUT;
 /// The detokenizer's output head.
 pub const DENSE_2: &str = "dense_2.weight";
 /// The detokenizer's output head bias.
@@ -234,7 +235,7 @@ pub fn open_backbone(path: &Path) -> Result<Lfm2Backbone> {
 /// Opens the mmproj file and checks its markers.
 pub fn open_mmproj(path: &Path) -> Result<GgufFile> {
     let gguf = open_gguf(path)?;
-    let arch = str_key(&gguf, path, "general.architecture")?;
+    let arch = str_key(&gguf, path, K::GENERAL_ARCHITECTURE)?;
     if arch != MMPROJ_ARCH {
         return Err(LoadError::WrongArchitecture {
             file: path.to_path_buf(),

@@ -9,17 +9,18 @@ use std::path::PathBuf;
 use crate::ggml::gguf::{GgufFile, TensorInfo};
 use crate::ggml::GgmlType;
 
+use super::gguf_keys as K;
 use super::load_error::{LoadError, Result};
 use super::weights::display_path;
 
 /// `depthformer_n_layer`.
-pub const KEY_N_LAYER: &str = "depthformer_n_layer";
+pub const KEY_N_LAYER: &str = K::DEPTHFORMER_N_LAYER;
 /// `depthformer_n_embd`.
-pub const KEY_N_EMBD: &str = "depthformer_n_embd";
+pub const KEY_N_EMBD: &str = K::DEPTHFORMER_N_EMBD;
 /// Optional `interleaved_n_text`.
-pub const KEY_INTERLEAVED_N_TEXT: &str = "interleaved_n_text";
+pub const KEY_INTERLEAVED_N_TEXT: &str = K::INTERLEAVED_N_TEXT;
 /// Optional `interleaved_n_audio`.
-pub const KEY_INTERLEAVED_N_AUDIO: &str = "interleaved_n_audio";
+pub const KEY_INTERLEAVED_N_AUDIO: &str = K::INTERLEAVED_N_AUDIO;
 
 /// `depth_linear.weight`: backbone hidden state to one input per codebook.
 pub const DEPTH_LINEAR: &str = "depth_linear.weight";

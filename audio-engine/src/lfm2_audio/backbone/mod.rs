@@ -164,7 +164,7 @@ impl Backbone {
         } = file;
         // The detokenizer's LFM2 attends within a causal sliding window.
         let sliding_window = gguf
-            .get_integer_opt::<u64>("lfm2.attention.sliding_window")?
+            .get_integer_opt::<u64>(super::gguf_keys::LFM2_SLIDING_WINDOW)?
             .filter(|&w| w > 0)
             .map(|w| w as usize);
         // why: the tokenizer arrays are metadata, not tensors; every tensor of the file is used.

@@ -12,6 +12,7 @@ use super::write::{ggml_shape, write_gguf, Planned};
 use super::{ConvertError, HfCheckpoint, OutType, Progress, Result};
 use crate::ggml::gguf::GgufMetadata;
 use crate::ggml::GgmlType;
+use crate::lfm2_audio::gguf_keys as K;
 use crate::lfm2_audio::load_error::LFM2_ARCH;
 use crate::lfm2_audio::safetensors::{Dtype, SafeTensors};
 
@@ -177,32 +178,31 @@ impl Lfm2Hparams {
 
     /// Appends `TextModel.set_gguf_parameters` + `LFM2Model`'s keys, in the converter's order.
     pub fn write_keys(&self, md: &mut GgufMetadata, ty: OutType) -> crate::ggml::gguf::Result<()> {
-        let k = |s: &str| format!("{LFM2_ARCH}.{s}");
-        md.insert(k("block_count"), self.block_count)?;
+        md.insert(K::LFM2_BLOCK_COUNT, self.block_count)?;
         if let Some(n) = self.context_length {
-            md.insert(k("context_length"), n)?;
+            md.insert(K::LFM2_CONTEXT_LENGTH, n)?;
         }
-        md.insert(k("embedding_length"), self.embedding_length)?;
+        md.insert(K::LFM2_EMBEDDING_LENGTH, self.embedding_length)?;
         if let Some(n) = self.intermediate_size {
-            md.insert(k("feed_forward_length"), n)?;
+            md.insert(K::LFM2_FEED_FORWARD_LENGTH, n)?;
         }
-        md.insert(k("attention.head_count"), self.head_count)?;
+        md.insert(K::LFM2_HEAD_COUNT, self.head_count)?;
         // gguf-py writes a Python int list as INT32 elements.
         let kv: Vec<i32> = self.head_count_kv.iter().map(|&n| n as i32).collect();
-        md.insert(k("attention.head_count_kv"), kv)?;
+        md.insert(K::LFM2_HEAD_COUNT_KV, kv)?;
         if let Some(t) = self.rope_theta {
-            md.insert(k("rope.freq_base"), t)?;
+            md.insert(K::LFM2_ROPE_FREQ_BASE, t)?;
         }
-        md.insert(k("attention.layer_norm_rms_epsilon"), self.norm_eps)?;
+        md.insert(K::LFM2_RMS_EPS, self.norm_eps)?;
         if let Some(d) = self.head_dim {
-            md.insert(k("attention.key_length"), d)?;
-            md.insert(k("attention.value_length"), d)?;
+            md.insert(K::LFM2_KEY_LENGTH, d)?;
+            md.insert(K::LFM2_VALUE_LENGTH, d)?;
         }
-        md.insert("general.file_type", ty.llama_ftype())?;
-        md.insert(k("vocab_size"), self.vocab_size)?;
-        md.insert(k("shortconv.l_cache"), self.conv_l_cache)?;
-        md.set(k("attention.layer_norm_rms_epsilon"), self.norm_eps)?;
-        md.set(k("feed_forward_length"), self.feed_forward_length)?;
+        md.insert(K::GENERAL_FILE_TYPE, ty.llama_ftype())?;
+        md.insert(K::LFM2_VOCAB_SIZE, self.vocab_size)?;
+        md.insert(K::LFM2_SHORTCONV_L_CACHE, self.conv_l_cache)?;
+        md.set(K::LFM2_RMS_EPS, self.norm_eps)?;
+        md.set(K::LFM2_FEED_FORWARD_LENGTH, self.feed_forward_length)?;
         Ok(())
     }
 }
@@ -296,9 +296,9 @@ pub(crate) fn plan_lfm2<'a>(
 
 /// The common head of an LFM2 file's metadata: architecture, type and name.
 pub(crate) fn general_keys(md: &mut GgufMetadata, name: &str) -> crate::ggml::gguf::Result<()> {
-    md.insert("general.architecture", LFM2_ARCH)?;
-    md.insert("general.type", "model")?;
-    md.insert("general.name", name)?;
+    md.insert(K::GENERAL_ARCHITECTURE, LFM2_ARCH)?;
+    md.insert(K::GENERAL_TYPE, "model")?;
+    md.insert(K::GENERAL_NAME, name)?;
     Ok(())
 }
 
@@ -306,10 +306,10 @@ pub(crate) fn general_keys(md: &mut GgufMetadata, name: &str) -> crate::ggml::gg
 /// them to the end of the metadata; the converter's own files keep them in place.
 pub(crate) fn finish_keys(md: &mut GgufMetadata, ty: OutType) -> crate::ggml::gguf::Result<()> {
     if ty.is_quantized() {
-        md.remove("general.quantization_version");
-        md.remove("general.file_type");
-        md.insert("general.quantization_version", QUANTIZATION_VERSION)?;
-        md.insert("general.file_type", ty.llama_ftype())?;
+        md.remove(K::GENERAL_QUANTIZATION_VERSION);
+        md.remove(K::GENERAL_FILE_TYPE);
+        md.insert(K::GENERAL_QUANTIZATION_VERSION, QUANTIZATION_VERSION)?;
+        md.insert(K::GENERAL_FILE_TYPE, ty.llama_ftype())?;
     }
     Ok(())
 }
@@ -364,7 +364,7 @@ pub fn convert_backbone(
     let mut md = GgufMetadata::new();
     general_keys(&mut md, model_name)?;
     hp.write_keys(&mut md, ty)?;
-    md.insert("general.quantization_version", QUANTIZATION_VERSION)?;
+    md.insert(K::GENERAL_QUANTIZATION_VERSION, QUANTIZATION_VERSION)?;
     vocab.write_keys(&mut md, "lfm2")?;
     finish_keys(&mut md, ty)?;
     write_gguf(out, &md, plan, progress)

@@ -13,11 +13,12 @@ use super::backbone::{finish_keys, general_keys, plan_lfm2, Lfm2Hparams, QUANTIZ
 use super::write::write_gguf;
 use super::{open_safetensors, read_json, ConvertError, HfCheckpoint, OutType, Progress, Result};
 use crate::ggml::gguf::GgufMetadata;
+use crate::lfm2_audio::gguf_keys as K;
 
 /// Key of the detokenizer's attention window.
-pub const KEY_SLIDING_WINDOW: &str = "lfm2.attention.sliding_window";
+pub const KEY_SLIDING_WINDOW: &str = K::LFM2_SLIDING_WINDOW;
 /// Key of the output head's width.
-pub const KEY_EMBEDDING_LENGTH_OUT: &str = "lfm2.embedding_length_out";
+pub const KEY_EMBEDDING_LENGTH_OUT: &str = K::LFM2_EMBEDDING_LENGTH_OUT;
 
 /// Writes `tokenizer-<model>-<q>.gguf` to `out` from `ckpt`'s `audio_detokenizer/`.
 pub fn convert_detokenizer(
@@ -91,8 +92,8 @@ pub fn convert_detokenizer(
     hp.write_keys(&mut md, ty)?;
     md.insert(KEY_SLIDING_WINDOW, sliding_window)?;
     md.insert(KEY_EMBEDDING_LENGTH_OUT, output_size)?;
-    md.insert("general.quantization_version", QUANTIZATION_VERSION)?;
-    md.insert("tokenizer.ggml.model", "none")?;
+    md.insert(K::GENERAL_QUANTIZATION_VERSION, QUANTIZATION_VERSION)?;
+    md.insert(K::TOKENIZER_MODEL, "none")?;
     finish_keys(&mut md, ty)?;
     write_gguf(out, &md, plan, progress)
 }

@@ -35,6 +35,7 @@ use super::{ConvertError, HfCheckpoint, OutType, Progress, Result};
 use crate::ggml::dtype::{self, GgmlType};
 use crate::ggml::gguf::{GgufWriter, TensorData};
 use crate::ggml::quant;
+use crate::lfm2_audio::gguf_keys as K;
 use crate::lfm2_audio::safetensors::Dtype;
 
 /// BatchNorm epsilon the converter folds with (PyTorch's default, which liquid-audio uses).
@@ -429,8 +430,8 @@ pub fn convert_mmproj(
     let model = &ckpt.model;
 
     let mut w = GgufWriter::new();
-    w.add_kv("general.architecture", "clip")?;
-    w.add_kv("general.type", "mmproj")?;
+    w.add_kv(K::GENERAL_ARCHITECTURE, "clip")?;
+    w.add_kv(K::GENERAL_TYPE, "mmproj")?;
     let name = ckpt
         .dir
         .canonicalize()
@@ -438,10 +439,10 @@ pub fn convert_mmproj(
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "model".to_owned());
-    w.add_kv("general.name", name)?;
-    w.add_kv("general.size_label", size_label(total_params))?;
-    w.add_kv("general.file_type", file_type(ty))?;
-    w.add_kv("clip.has_audio_encoder", true)?;
+    w.add_kv(K::GENERAL_NAME, name)?;
+    w.add_kv(K::GENERAL_SIZE_LABEL, size_label(total_params))?;
+    w.add_kv(K::GENERAL_FILE_TYPE, file_type(ty))?;
+    w.add_kv(K::CLIP_HAS_AUDIO_ENCODER, true)?;
     let u32_of = |key: &str, v: u64| -> Result<u32> {
         u32::try_from(v).map_err(|_| ConvertError::BadConfig {
             file: ckpt.dir.join("config.json"),
@@ -449,33 +450,33 @@ pub fn convert_mmproj(
         })
     };
     w.add_kv(
-        "clip.audio.projection_dim",
+        K::CLIP_AUDIO_PROJECTION_DIM,
         u32_of("lfm.hidden_size", p.n_embd_text)?,
     )?;
     w.add_kv(
-        "clip.audio.embedding_length",
+        K::CLIP_AUDIO_EMBEDDING_LENGTH,
         u32_of("encoder.d_model", p.d_model)?,
     )?;
     // why: LFM2AudioModel sets `intermediate_size = d_model` before the base class writes it.
     w.add_kv(
-        "clip.audio.feed_forward_length",
+        K::CLIP_AUDIO_FEED_FORWARD_LENGTH,
         u32_of("encoder.d_model", p.d_model)?,
     )?;
     w.add_kv(
-        "clip.audio.block_count",
+        K::CLIP_AUDIO_BLOCK_COUNT,
         u32_of("encoder.n_layers", p.n_layers)?,
     )?;
     w.add_kv(
-        "clip.audio.head_count",
+        K::CLIP_AUDIO_HEAD_COUNT,
         u32_of("encoder.n_heads", p.n_heads)?,
     )?;
-    w.add_kv("clip.projector_type", "lfm2a")?;
+    w.add_kv(K::CLIP_PROJECTOR_TYPE, "lfm2a")?;
     w.add_kv(
-        "clip.audio.num_mel_bins",
+        K::CLIP_AUDIO_NUM_MEL_BINS,
         u32_of("encoder.feat_in", p.feat_in)?,
     )?;
-    w.add_kv("clip.audio.attention.layer_norm_epsilon", LAYER_NORM_EPS)?;
-    w.add_kv("general.quantization_version", 2u32)?;
+    w.add_kv(K::CLIP_AUDIO_LAYER_NORM_EPS, LAYER_NORM_EPS)?;
+    w.add_kv(K::GENERAL_QUANTIZATION_VERSION, 2u32)?;
 
     let total = planned.len();
     for (i, t) in planned.into_iter().enumerate() {

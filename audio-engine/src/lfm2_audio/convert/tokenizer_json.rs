@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::{read_json, ConvertError, Result};
 use crate::ggml::gguf::{GgufArray, GgufMetadata, GgufValue};
+use crate::lfm2_audio::gguf_keys as K;
 
 /// llama.cpp's token types (`llama_token_type`).
 pub mod token_type {
@@ -24,13 +25,13 @@ pub mod token_type {
 
 /// The special token kinds gguf-py's `SpecialVocab` looks for, in its order, with their GGUF keys.
 pub const SPECIAL_KINDS: [(&str, &str); 7] = [
-    ("bos", "tokenizer.ggml.bos_token_id"),
-    ("eos", "tokenizer.ggml.eos_token_id"),
-    ("unk", "tokenizer.ggml.unknown_token_id"),
-    ("sep", "tokenizer.ggml.seperator_token_id"),
-    ("pad", "tokenizer.ggml.padding_token_id"),
-    ("cls", "tokenizer.ggml.cls_token_id"),
-    ("mask", "tokenizer.ggml.mask_token_id"),
+    ("bos", K::TOKENIZER_BOS_ID),
+    ("eos", K::TOKENIZER_EOS_ID),
+    ("unk", K::TOKENIZER_UNK_ID),
+    ("sep", K::TOKENIZER_SEP_ID),
+    ("pad", K::TOKENIZER_PAD_ID),
+    ("cls", K::TOKENIZER_CLS_ID),
+    ("mask", K::TOKENIZER_MASK_ID),
 ];
 
 /// The vocabulary keys of a backbone GGUF.
@@ -289,16 +290,16 @@ impl BpeVocab {
 
     /// Appends the keys `_set_vocab_gpt2` writes, in its order (`tokenizer.ggml.pre` is `pre`).
     pub fn write_keys(&self, md: &mut GgufMetadata, pre: &str) -> crate::ggml::gguf::Result<()> {
-        md.insert("tokenizer.ggml.model", "gpt2")?;
-        md.insert("tokenizer.ggml.pre", pre)?;
+        md.insert(K::TOKENIZER_MODEL, "gpt2")?;
+        md.insert(K::TOKENIZER_PRE, pre)?;
         md.insert(
-            "tokenizer.ggml.tokens",
+            K::TOKENIZER_TOKENS,
             GgufValue::Array(GgufArray::String(self.tokens.clone())),
         )?;
-        md.insert("tokenizer.ggml.token_type", self.token_types.clone())?;
+        md.insert(K::TOKENIZER_TOKEN_TYPE, self.token_types.clone())?;
         if !self.merges.is_empty() {
             md.insert(
-                "tokenizer.ggml.merges",
+                K::TOKENIZER_MERGES,
                 GgufValue::Array(GgufArray::String(self.merges.clone())),
             )?;
         }
@@ -310,12 +311,16 @@ impl BpeVocab {
         }
         for (kind, value) in &self.add_special {
             // gguf-py has handlers for bos, eos and sep only; others are skipped with a warning.
-            if matches!(kind.as_str(), "bos" | "eos" | "sep") {
-                md.set(format!("tokenizer.ggml.add_{kind}_token"), *value)?;
-            }
+            let key = match kind.as_str() {
+                "bos" => K::TOKENIZER_ADD_BOS,
+                "eos" => K::TOKENIZER_ADD_EOS,
+                "sep" => K::TOKENIZER_ADD_SEP,
+                _ => continue,
+            };
+            md.set(key, *value)?;
         }
         if let Some(t) = &self.chat_template {
-            md.set("tokenizer.chat_template", t.as_str())?;
+            md.set(K::TOKENIZER_CHAT_TEMPLATE, t.as_str())?;
         }
         Ok(())
     }

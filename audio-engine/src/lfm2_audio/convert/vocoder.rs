@@ -14,19 +14,20 @@ use super::quantize::vocoder_type;
 use super::write::{ggml_shape, write_gguf, Planned};
 use super::{open_safetensors, ConvertError, HfCheckpoint, OutType, Progress, Result};
 use crate::ggml::gguf::GgufMetadata;
+use crate::lfm2_audio::gguf_keys as K;
 use crate::lfm2_audio::safetensors::{Dtype, SafeTensors};
 
 /// The vocoder file's `general.architecture`.
 pub const VOCODER_ARCH: &str =
     "this model cannot be used as LLM, use it via --model-vocoder in TTS examples";
 /// Depthformer layer count key.
-pub const KEY_N_LAYER: &str = "depthformer_n_layer";
+pub const KEY_N_LAYER: &str = K::DEPTHFORMER_N_LAYER;
 /// Depthformer width key.
-pub const KEY_N_EMBD: &str = "depthformer_n_embd";
+pub const KEY_N_EMBD: &str = K::DEPTHFORMER_N_EMBD;
 /// Text steps per interleaved turn (written when `config.json` has it).
-pub const KEY_INTERLEAVED_N_TEXT: &str = "interleaved_n_text";
+pub const KEY_INTERLEAVED_N_TEXT: &str = K::INTERLEAVED_N_TEXT;
 /// Audio frames per interleaved turn (written when `config.json` has it).
-pub const KEY_INTERLEAVED_N_AUDIO: &str = "interleaved_n_audio";
+pub const KEY_INTERLEAVED_N_AUDIO: &str = K::INTERLEAVED_N_AUDIO;
 
 /// Prefixes of the `model.safetensors` tensors the vocoder takes.
 const DECODER_PREFIXES: [&str; 4] = [
@@ -106,7 +107,7 @@ pub fn convert_vocoder(
         });
     }
     let mut md = GgufMetadata::new();
-    md.insert("general.architecture", VOCODER_ARCH)?;
+    md.insert(K::GENERAL_ARCHITECTURE, VOCODER_ARCH)?;
     md.insert(KEY_N_LAYER, n_layer)?;
     md.insert(KEY_N_EMBD, n_embd)?;
     for key in [KEY_INTERLEAVED_N_TEXT, KEY_INTERLEAVED_N_AUDIO] {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::ggml::gguf::GgufFile;
 use crate::ggml::{quant, GgmlType};
+use crate::lfm2_audio::gguf_keys as K;
 use crate::lfm2_audio::load_error::{LoadError, Result};
 use crate::lfm2_audio::weights::{display_path, WeightFile, Weights};
 
@@ -73,7 +74,7 @@ impl EncoderConfig {
             gguf,
             file: display_path(gguf),
         };
-        let arch = keys.str("general.architecture")?;
+        let arch = keys.str(K::GENERAL_ARCHITECTURE)?;
         if arch != CLIP_ARCH {
             return Err(LoadError::WrongArchitecture {
                 file: keys.file.clone(),
@@ -81,10 +82,11 @@ impl EncoderConfig {
                 expected: CLIP_ARCH.to_owned(),
             });
         }
-        let proj_key = if gguf.metadata().contains_key("clip.audio.projector_type") {
-            "clip.audio.projector_type"
+        // why: a file with several modalities names each one's projector; ours has one.
+        let proj_key = if gguf.metadata().contains_key(K::CLIP_AUDIO_PROJECTOR_TYPE) {
+            K::CLIP_AUDIO_PROJECTOR_TYPE
         } else {
-            "clip.projector_type"
+            K::CLIP_PROJECTOR_TYPE
         };
         let proj = keys.str(proj_key)?;
         if proj != PROJECTOR_TYPE {
@@ -93,19 +95,23 @@ impl EncoderConfig {
                 format!("is '{proj}', expected '{PROJECTOR_TYPE}'"),
             ));
         }
-        let n_mels = keys.usize("clip.audio.num_mel_bins")?;
-        let d_model = keys.usize("clip.audio.embedding_length")?;
-        let n_heads = keys.usize("clip.audio.head_count")?;
-        let n_layers = keys.usize("clip.audio.block_count")?;
-        let out_dim = keys.usize("clip.audio.projection_dim")?;
-        let eps_key = "clip.audio.attention.layer_norm_epsilon";
+        let n_mels = keys.usize(K::CLIP_AUDIO_NUM_MEL_BINS)?;
+        let d_model = keys.usize(K::CLIP_AUDIO_EMBEDDING_LENGTH)?;
+        // why: files from this project's converter before it matched upstream spell the head
+        // count `clip.audio.head_count`; read them too.
+        let heads_key = K::resolve(gguf.metadata(), K::CLIP_AUDIO_HEAD_COUNT, &keys.file)
+            .unwrap_or(K::CLIP_AUDIO_HEAD_COUNT);
+        let n_heads = keys.usize(heads_key)?;
+        let n_layers = keys.usize(K::CLIP_AUDIO_BLOCK_COUNT)?;
+        let out_dim = keys.usize(K::CLIP_AUDIO_PROJECTION_DIM)?;
+        let eps_key = K::CLIP_AUDIO_LAYER_NORM_EPS;
         let eps = keys.f32(eps_key)?;
         if !(eps.is_finite() && eps > 0.0) {
             return Err(keys.bad(eps_key, format!("{eps} is not a positive number")));
         }
         if d_model % n_heads != 0 {
             return Err(keys.bad(
-                "clip.audio.head_count",
+                heads_key,
                 format!("{n_heads} heads do not divide the width {d_model}"),
             ));
         }

@@ -19,6 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use crate::ggml::gguf::{GgufError, GgufFile, GgufMetadata};
+use crate::lfm2_audio::gguf_keys as K;
 use bpe::{ByteMap, Merges};
 use pretokenize::PreKind;
 
@@ -361,14 +362,14 @@ impl Tokenizer {
     pub fn from_metadata(meta: &GgufMetadata, file: &str) -> Result<Tokenizer> {
         let k = Keys { meta, file };
 
-        let model: &str = k.req("tokenizer.ggml.model")?;
+        let model: &str = k.req(K::TOKENIZER_MODEL)?;
         if model != "gpt2" {
             return Err(TokenizerError::UnsupportedModel {
                 file: file.to_owned(),
                 found: model.to_owned(),
             });
         }
-        let pre_name: &str = k.opt("tokenizer.ggml.pre")?.unwrap_or("");
+        let pre_name: &str = k.opt(K::TOKENIZER_PRE)?.unwrap_or("");
         let (pre, ignore_merges, mut add_bos) = if pre_name.is_empty() || pre_name == "default" {
             (PreKind::Default, false, false)
         } else if LLAMA3_PRES.contains(&pre_name) {
@@ -384,7 +385,7 @@ impl Tokenizer {
             });
         };
 
-        let key_tokens = "tokenizer.ggml.tokens";
+        let key_tokens = K::TOKENIZER_TOKENS;
         let raw_tokens: &[String] = k.req(key_tokens)?;
         let n = raw_tokens.len();
         if n == 0 || n > u32::MAX as usize {
@@ -412,7 +413,7 @@ impl Tokenizer {
             }
         }
 
-        let key_types = "tokenizer.ggml.token_type";
+        let key_types = K::TOKENIZER_TOKEN_TYPE;
         let types: Vec<TokenType> = if meta.get(key_types).is_some() {
             let raw = meta
                 .get_integer_array::<i64>(key_types)
@@ -426,7 +427,7 @@ impl Tokenizer {
         };
         let mut attrs: Vec<u32> = types.iter().map(|&t| attr_of(t)).collect();
 
-        let merges: &[String] = k.req("tokenizer.ggml.merges")?;
+        let merges: &[String] = k.req(K::TOKENIZER_MERGES)?;
         let merges = Merges::new(merges);
 
         // Special ids: gpt2 vocabularies default BOS and EOS to 11 when that id exists; a key
@@ -438,37 +439,37 @@ impl Tokenizer {
             ..SpecialIds::default()
         };
         let read_id = |key: &str, slot: &mut Option<u32>| -> Result<()> {
-            if let Some(v) = k.int_opt(&format!("tokenizer.ggml.{key}"))? {
+            if let Some(v) = k.int_opt(key)? {
                 if (0..n as i64).contains(&v) {
                     *slot = Some(v as u32);
                 }
             }
             Ok(())
         };
-        read_id("bos_token_id", &mut ids.bos)?;
-        read_id("eos_token_id", &mut ids.eos)?;
-        read_id("eot_token_id", &mut ids.eot)?;
-        read_id("eom_token_id", &mut ids.eom)?;
-        read_id("unknown_token_id", &mut ids.unk)?;
-        read_id("seperator_token_id", &mut ids.sep)?;
-        read_id("padding_token_id", &mut ids.pad)?;
-        read_id("mask_token_id", &mut ids.mask)?;
-        read_id("fim_pre_token_id", &mut ids.fim_pre)?;
-        read_id("fim_suf_token_id", &mut ids.fim_suf)?;
-        read_id("fim_mid_token_id", &mut ids.fim_mid)?;
-        read_id("fim_pad_token_id", &mut ids.fim_pad)?;
-        read_id("fim_rep_token_id", &mut ids.fim_rep)?;
-        read_id("fim_sep_token_id", &mut ids.fim_sep)?;
+        read_id(K::TOKENIZER_BOS_ID, &mut ids.bos)?;
+        read_id(K::TOKENIZER_EOS_ID, &mut ids.eos)?;
+        read_id(K::TOKENIZER_EOT_ID, &mut ids.eot)?;
+        read_id(K::TOKENIZER_EOM_ID, &mut ids.eom)?;
+        read_id(K::TOKENIZER_UNK_ID, &mut ids.unk)?;
+        read_id(K::TOKENIZER_SEP_ID, &mut ids.sep)?;
+        read_id(K::TOKENIZER_PAD_ID, &mut ids.pad)?;
+        read_id(K::TOKENIZER_MASK_ID, &mut ids.mask)?;
+        read_id(K::TOKENIZER_FIM_PRE_ID, &mut ids.fim_pre)?;
+        read_id(K::TOKENIZER_FIM_SUF_ID, &mut ids.fim_suf)?;
+        read_id(K::TOKENIZER_FIM_MID_ID, &mut ids.fim_mid)?;
+        read_id(K::TOKENIZER_FIM_PAD_ID, &mut ids.fim_pad)?;
+        read_id(K::TOKENIZER_FIM_REP_ID, &mut ids.fim_rep)?;
+        read_id(K::TOKENIZER_FIM_SEP_ID, &mut ids.fim_sep)?;
         // deprecated spellings, read after the new ones as llama.cpp does
-        read_id("prefix_token_id", &mut ids.fim_pre)?;
-        read_id("suffix_token_id", &mut ids.fim_suf)?;
-        read_id("middle_token_id", &mut ids.fim_mid)?;
+        read_id(K::TOKENIZER_PREFIX_ID, &mut ids.fim_pre)?;
+        read_id(K::TOKENIZER_SUFFIX_ID, &mut ids.fim_suf)?;
+        read_id(K::TOKENIZER_MIDDLE_ID, &mut ids.fim_mid)?;
 
         let read_bool = |key: &str| -> Result<Option<bool>> { k.opt::<bool>(key) };
-        if let Some(v) = read_bool("tokenizer.ggml.add_bos_token")? {
+        if let Some(v) = read_bool(K::TOKENIZER_ADD_BOS)? {
             add_bos = v;
         }
-        let add_eos = read_bool("tokenizer.ggml.add_eos_token")?.unwrap_or(false);
+        let add_eos = read_bool(K::TOKENIZER_ADD_EOS)?.unwrap_or(false);
 
         // Attribute fix-ups by token text, in llama.cpp's order.
         let by_name = |names: &[&str]| -> Vec<u32> {
