@@ -10,8 +10,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
+use audio_engine::lfm2_audio::convert::{convert, Progress};
 use audio_engine::lfm2_audio::package::ModelPackage;
+use audio_engine::lfm2_audio::package::Quant;
 
 /// Prints one progress line per file, rewritten in place.
 struct Line {
@@ -50,9 +51,9 @@ fn main() -> Result<()> {
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .context("cannot derive a model name from the checkpoint path; pass MODEL_NAME")?,
     };
-    let ty: OutType = match args.get(3) {
+    let ty: Quant = match args.get(3) {
         Some(t) => t.parse()?,
-        None => OutType::F16,
+        None => Quant::F16,
     };
     let mut progress = Line { file: None };
     let paths = convert(&ckpt, &out, &model, ty, &mut progress)

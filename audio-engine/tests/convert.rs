@@ -9,9 +9,10 @@ use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter};
 use audio_engine::ggml::llama::LlamaModel;
 use audio_engine::ggml::{quant, GgmlType};
 use audio_engine::lfm2_audio::convert::{
-    convert, convert_files, ConvertError, NoProgress, OutType, Parts, Progress,
+    convert, convert_files, ConvertError, NoProgress, Parts, Progress,
 };
 use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::package::{Quant, UnknownQuant};
 use audio_engine::lfm2_audio::safetensors::SafeTensorsWriter;
 use audio_engine::lfm2_audio::LoadError;
 use serde_json::json;
@@ -314,7 +315,7 @@ impl Progress for Count {
 }
 
 /// Converts `ckpt` at `ty` into `out` (the mmproj stubbed: the tiny checkpoint has no encoder).
-fn package(ckpt: &Path, out: &Path, ty: OutType) -> PackagePaths {
+fn package(ckpt: &Path, out: &Path, ty: Quant) -> PackagePaths {
     let parts = Parts {
         mmproj: false,
         ..Parts::ALL
@@ -352,7 +353,7 @@ fn round_f16(v: &[f32]) -> Vec<f32> {
 fn names_keys_types_and_values_as_published() {
     let ckpt = tmp("ckpt-a");
     tiny_checkpoint(&ckpt);
-    for ty in OutType::ALL {
+    for ty in Quant::ALL {
         let out = tmp(&format!("out-{ty}"));
         let paths = package(&ckpt, &out, ty);
         assert_eq!(
@@ -446,7 +447,7 @@ fn names_keys_types_and_values_as_published() {
 
         let matrix = ty.matrix_type();
         let embd = match ty {
-            OutType::Q4_0 => GgmlType::Q6_K,
+            Quant::Q4_0 => GgmlType::Q6_K,
             _ => matrix,
         };
         assert_eq!(ty_of(bb, "token_embd.weight"), embd);
@@ -484,8 +485,8 @@ fn names_keys_types_and_values_as_published() {
         );
         let t = bb.tensor("blk.1.ffn_down.weight").unwrap();
         match ty {
-            OutType::F32 => assert_eq!(values(bb, "blk.1.ffn_down.weight"), w2),
-            OutType::F16 => assert_eq!(values(bb, "blk.1.ffn_down.weight"), round_f16(&w2)),
+            Quant::F32 => assert_eq!(values(bb, "blk.1.ffn_down.weight"), w2),
+            Quant::F16 => assert_eq!(values(bb, "blk.1.ffn_down.weight"), round_f16(&w2)),
             _ => {
                 let want = quant::quantize(matrix, &round_f16(&w2), 512).unwrap();
                 assert_eq!(
@@ -539,7 +540,7 @@ fn names_keys_types_and_values_as_published() {
                     .tensor_data(vc.gguf.tensor("depth_linear.weight").unwrap()),
                 want.as_slice()
             );
-        } else if ty == OutType::F32 {
+        } else if ty == Quant::F32 {
             assert_eq!(values(&vc.gguf, "depth_linear.weight"), dl);
         }
 
@@ -579,7 +580,7 @@ fn names_keys_types_and_values_as_published() {
 fn llama_cpp_loads_backbone_and_detokenizer() {
     let ckpt = tmp("ckpt-b");
     tiny_checkpoint(&ckpt);
-    for ty in [OutType::F16, OutType::Q4_0] {
+    for ty in [Quant::F16, Quant::Q4_0] {
         let out = tmp(&format!("llama-{ty}"));
         let paths = package(&ckpt, &out, ty);
         let m = LlamaModel::load(&paths.backbone).unwrap_or_else(|e| panic!("{ty} backbone: {e}"));
@@ -630,7 +631,7 @@ fn typed_errors_name_file_and_tensor() {
     let ckpt = tmp("ckpt-c");
     tiny_checkpoint(&ckpt);
     let out = tmp("errors");
-    let paths = package(&ckpt, &out, OutType::F32);
+    let paths = package(&ckpt, &out, Quant::F32);
     let keep = tmp("errors-keep");
     let saved = |p: &Path| keep.join(p.file_name().unwrap());
     for p in [
@@ -788,7 +789,7 @@ fn typed_errors_name_file_and_tensor() {
     ModelPackage::open(&out).unwrap();
 
     // Several quantizations: the caller chooses.
-    package(&ckpt, &out, OutType::Q8_0);
+    package(&ckpt, &out, Quant::Q8_0);
     match ModelPackage::open(&out) {
         Err(LoadError::AmbiguousPackage { found, .. }) => {
             assert_eq!(found, ["Tiny-Audio-F32", "Tiny-Audio-Q8_0"])
@@ -796,14 +797,14 @@ fn typed_errors_name_file_and_tensor() {
         other => panic!("{other:?}"),
     }
     assert_eq!(
-        ModelPackage::open_quant(&out, OutType::Q8_0)
+        ModelPackage::open_quant(&out, Quant::Q8_0)
             .unwrap()
             .paths
             .quant,
-        OutType::Q8_0
+        Quant::Q8_0
     );
     assert!(
-        matches!(ModelPackage::open_quant(&out, OutType::Q4_0), Err(LoadError::NoPackage { wanted: Some(q), found, .. }) if q == "Q4_0" && found.len() == 2)
+        matches!(ModelPackage::open_quant(&out, Quant::Q4_0), Err(LoadError::NoPackage { wanted: Some(q), found, .. }) if q == "Q4_0" && found.len() == 2)
     );
     assert!(matches!(
         ModelPackage::open(tmp("empty")),
@@ -822,7 +823,7 @@ fn converter_errors_are_typed() {
         ckpt.join("moved.safetensors"),
     )
     .unwrap();
-    match convert(&ckpt, &out, MODEL, OutType::F16, &mut NoProgress) {
+    match convert(&ckpt, &out, MODEL, Quant::F16, &mut NoProgress) {
         Err(ConvertError::MissingFile { file }) => {
             assert!(file.ends_with("audio_detokenizer/model.safetensors"))
         }
@@ -834,7 +835,7 @@ fn converter_errors_are_typed() {
     )
     .unwrap();
     // The full conversion runs the mmproj step, which needs the encoder's config.
-    match convert(&ckpt, &out, MODEL, OutType::F16, &mut NoProgress) {
+    match convert(&ckpt, &out, MODEL, Quant::F16, &mut NoProgress) {
         Err(ConvertError::BadConfig { file, reason }) => {
             assert!(
                 file.ends_with("config.json") && reason.contains("encoder"),
@@ -852,7 +853,7 @@ fn converter_errors_are_typed() {
         mmproj: false,
         ..Parts::ALL
     };
-    match convert_files(&ckpt, &out, MODEL, OutType::F16, parts, &mut NoProgress) {
+    match convert_files(&ckpt, &out, MODEL, Quant::F16, parts, &mut NoProgress) {
         Err(ConvertError::BadConfig { file, reason }) => {
             assert!(
                 file.ends_with("config.json") && reason.contains("lfm"),
@@ -863,14 +864,18 @@ fn converter_errors_are_typed() {
     }
     std::fs::write(ckpt.join("config.json"), cfg).unwrap();
     assert!(matches!(
-        convert_files(&ckpt, &out, "a/b", OutType::F16, parts, &mut NoProgress),
+        convert_files(&ckpt, &out, "a/b", Quant::F16, parts, &mut NoProgress),
         Err(ConvertError::BadArgument { .. })
     ));
+    assert_eq!(
+        "q5_k".parse::<Quant>(),
+        Err(UnknownQuant("q5_k".to_owned()))
+    );
     assert!(matches!(
-        "q5_k".parse::<OutType>(),
-        Err(ConvertError::BadArgument { .. })
+        ConvertError::from("q5_k".parse::<Quant>().unwrap_err()),
+        ConvertError::BadArgument { .. }
     ));
-    assert_eq!("q4_0".parse::<OutType>().unwrap(), OutType::Q4_0);
+    assert_eq!("q4_0".parse::<Quant>().unwrap(), Quant::Q4_0);
     // An unmappable backbone tensor.
     let st =
         audio_engine::lfm2_audio::safetensors::SafeTensors::open(ckpt.join("model.safetensors"))
@@ -886,7 +891,7 @@ fn converter_errors_are_typed() {
     w.add_f32("lfm.layers.0.mystery.weight", &[2, 2], &[0.0; 4]);
     drop(st);
     w.write(ckpt.join("model.safetensors")).unwrap();
-    match convert_files(&ckpt, &out, MODEL, OutType::F16, parts, &mut NoProgress) {
+    match convert_files(&ckpt, &out, MODEL, Quant::F16, parts, &mut NoProgress) {
         Err(ConvertError::BadTensor { tensor, .. }) => {
             assert_eq!(tensor, "lfm.layers.0.mystery.weight")
         }

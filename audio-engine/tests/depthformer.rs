@@ -12,9 +12,10 @@ use std::time::Instant;
 
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter, TensorData};
 use audio_engine::ggml::Backend;
-use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
+use audio_engine::lfm2_audio::convert::{convert, Progress};
 use audio_engine::lfm2_audio::depthformer::{DepthError, Depthformer, KEY_ROPE_THETA};
 use audio_engine::lfm2_audio::load_error::LoadError;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::sampling::{
     argmax, AudioSampler, SampleError, SamplerConfig, S2S_AUDIO_TEMPERATURE, S2S_AUDIO_TOP_K,
@@ -29,8 +30,8 @@ impl Progress for Quiet {
 }
 
 /// The checkpoint converted at `ty`, once per test process.
-fn package(ty: OutType) -> PackagePaths {
-    static DIRS: OnceLock<std::sync::Mutex<Vec<(OutType, PackagePaths)>>> = OnceLock::new();
+fn package(ty: Quant) -> PackagePaths {
+    static DIRS: OnceLock<std::sync::Mutex<Vec<(Quant, PackagePaths)>>> = OnceLock::new();
     let dirs = DIRS.get_or_init(Default::default);
     let mut d = dirs.lock().unwrap();
     if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
@@ -50,7 +51,7 @@ fn backend() -> Backend {
     b
 }
 
-fn depthformer(ty: OutType) -> Depthformer {
+fn depthformer(ty: Quant) -> Depthformer {
     let pkg = ModelPackage::open_paths(package(ty)).unwrap();
     Depthformer::load(&pkg.vocoder, &backend()).unwrap()
 }
@@ -83,7 +84,7 @@ fn fixture_logits() -> Vec<Vec<f32>> {
         .collect()
 }
 
-fn teacher_forced(ty: OutType) -> Vec<Vec<f32>> {
+fn teacher_forced(ty: Quant) -> Vec<Vec<f32>> {
     let mut d = depthformer(ty);
     d.frame_logits_teacher_forced(&reference().f32("s2s_depth_hidden"), &first_frame())
         .unwrap()
@@ -91,7 +92,7 @@ fn teacher_forced(ty: OutType) -> Vec<Vec<f32>> {
 
 #[test]
 fn config_matches_the_tiny_checkpoint() {
-    let d = depthformer(OutType::F32);
+    let d = depthformer(Quant::F32);
     let c = d.config();
     let t = common::lfm2_tiny::config();
     assert_eq!(c.n_layer as usize, t.depth_layers);
@@ -106,7 +107,7 @@ fn config_matches_the_tiny_checkpoint() {
 
 #[test]
 fn teacher_forced_logits_match_liquid_audio() {
-    let ours = teacher_forced(OutType::F32);
+    let ours = teacher_forced(Quant::F32);
     let want = fixture_logits();
     assert_eq!(ours.len(), 8);
     let mut worst = 0f32;
@@ -121,7 +122,7 @@ fn teacher_forced_logits_match_liquid_audio() {
 
 #[test]
 fn greedy_frame_matches_liquid_audio() {
-    let mut d = depthformer(OutType::F32);
+    let mut d = depthformer(Quant::F32);
     let hidden = reference().f32("s2s_depth_hidden");
     let mut s = AudioSampler::greedy();
     let codes = d.frame(&hidden, &mut s).unwrap();
@@ -138,7 +139,7 @@ fn greedy_frame_matches_liquid_audio() {
 
 #[test]
 fn session_reuses_graphs_and_agrees_with_frame() {
-    let mut d = depthformer(OutType::F32);
+    let mut d = depthformer(Quant::F32);
     let hidden = reference().f32("s2s_depth_hidden");
     // A second hidden state: a different frame between two runs of the same graphs.
     let other: Vec<f32> = hidden.iter().rev().map(|v| v * 0.7).collect();
@@ -195,11 +196,11 @@ fn session_reuses_graphs_and_agrees_with_frame() {
 
 #[test]
 fn quantized_logits_stay_close_to_f32() {
-    let f32_logits = teacher_forced(OutType::F32);
+    let f32_logits = teacher_forced(Quant::F32);
     let margins = reference().f32("s2s_depth_margins");
     let hidden = reference().f32("s2s_depth_hidden");
     // Measured on the tiny checkpoint (see the printout); bounds leave ~2-3x headroom.
-    for (ty, bound) in [(OutType::F16, 2e-3f32), (OutType::Q8_0, 4e-2)] {
+    for (ty, bound) in [(Quant::F16, 2e-3f32), (Quant::Q8_0, 4e-2)] {
         let q = teacher_forced(ty);
         let mut worst = 0f32;
         let mut worst_abs = 0f32;
@@ -234,7 +235,7 @@ fn end_of_audio_at_codebook_0_ends_the_frame() {
         top_k: 0,
         seed,
     };
-    let mut d = depthformer(OutType::F32);
+    let mut d = depthformer(Quant::F32);
     let hidden = reference().f32("s2s_depth_hidden");
     let l0 = &d
         .frame_logits_teacher_forced(&hidden, &first_frame())
@@ -262,7 +263,7 @@ fn end_of_audio_at_codebook_0_ends_the_frame() {
 
 #[test]
 fn bad_inputs_are_typed_errors() {
-    let mut d = depthformer(OutType::F32);
+    let mut d = depthformer(Quant::F32);
     let hidden = reference().f32("s2s_depth_hidden");
     let mut s = AudioSampler::greedy();
     assert!(matches!(
@@ -286,7 +287,7 @@ fn bad_inputs_are_typed_errors() {
 
 /// The F32 vocoder rewritten without tensor `drop` and with `kv` added.
 fn rewritten_vocoder(tag: &str, drop: &str, kv: Option<(&str, GgufValue)>) -> PathBuf {
-    let src = GgufFile::open(&package(OutType::F32).vocoder).unwrap();
+    let src = GgufFile::open(&package(Quant::F32).vocoder).unwrap();
     let dst = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("lfm2-depth-{}-{tag}.gguf", std::process::id()));
     let mut w = GgufWriter::new();

@@ -11,10 +11,11 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use audio_engine::ggml::Backend;
-use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
+use audio_engine::lfm2_audio::convert::{convert, Progress};
 use audio_engine::lfm2_audio::detokenizer::{
     Detokenizer, DetokenizerError, DetokenizerOptions, SAMPLES_PER_FRAME, UPSAMPLE,
 };
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
 
 use common::lfm2_tiny::{checkpoint_dir, reference};
@@ -25,8 +26,8 @@ impl Progress for Quiet {
 }
 
 /// The checkpoint converted at `ty`, once per test process.
-fn package(ty: OutType) -> PackagePaths {
-    static DIRS: OnceLock<Mutex<Vec<(OutType, PackagePaths)>>> = OnceLock::new();
+fn package(ty: Quant) -> PackagePaths {
+    static DIRS: OnceLock<Mutex<Vec<(Quant, PackagePaths)>>> = OnceLock::new();
     let mut d = DIRS.get_or_init(Default::default).lock().unwrap();
     if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
         return p.clone();
@@ -39,7 +40,7 @@ fn package(ty: OutType) -> PackagePaths {
     p
 }
 
-fn detokenizer_at(ty: OutType) -> Detokenizer {
+fn detokenizer_at(ty: Quant) -> Detokenizer {
     let pkg = ModelPackage::open_paths(package(ty)).unwrap();
     let be = Backend::cpu().unwrap();
     // why: tests run two at a time on two cores; ggml's spinning barriers punish oversubscription.
@@ -48,7 +49,7 @@ fn detokenizer_at(ty: OutType) -> Detokenizer {
 }
 
 fn detokenizer() -> Detokenizer {
-    detokenizer_at(OutType::F32)
+    detokenizer_at(Quant::F32)
 }
 
 /// max |a - b| / max |b|.
@@ -121,11 +122,7 @@ fn quantized_packages_decode() {
     let mut report = Vec::new();
     // Measured: F16 1.2e-3 / 9.4e-4, Q8_0 3.1e-2 / 1.8e-2, Q4_0 2.6e-1 / 2.2e-1 (random weights
     // make the log-magnitudes sensitive; the bounds leave about 2x margin).
-    for (ty, bound) in [
-        (OutType::F16, 5e-3),
-        (OutType::Q8_0, 8e-2),
-        (OutType::Q4_0, 0.5),
-    ] {
+    for (ty, bound) in [(Quant::F16, 5e-3), (Quant::Q8_0, 8e-2), (Quant::Q4_0, 0.5)] {
         let det = detokenizer_at(ty);
         let e_spec = rel(&det.spectrogram(&frames).unwrap(), &want_spec);
         let e_wav = rel(&det.decode(&frames).unwrap(), &want_wav);

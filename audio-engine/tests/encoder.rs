@@ -6,10 +6,11 @@ use std::path::{Path, PathBuf};
 use audio_engine::ggml::gguf::{GgufFile, GgufWriter};
 use audio_engine::ggml::{Backend, Context, GgmlType, GraphAllocator};
 use audio_engine::lfm2_audio::convert::mmproj::convert_mmproj;
-use audio_engine::lfm2_audio::convert::{ConvertError, HfCheckpoint, OutType, Progress};
+use audio_engine::lfm2_audio::convert::{ConvertError, HfCheckpoint, Progress};
 use audio_engine::lfm2_audio::encoder::{AudioEncoder, EncoderOutput};
 use audio_engine::lfm2_audio::features::log_mel;
 use audio_engine::lfm2_audio::load_error::LoadError;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::safetensors::{Dtype, SafeTensors, SafeTensorsWriter};
 use audio_engine::lfm2_audio::synthetic::{tiny_input_signal, write_tiny_checkpoint, DEFAULT_SEED};
 use audio_engine::lfm2_audio::weights::WeightFile;
@@ -50,7 +51,7 @@ fn open_checkpoint(dir: &Path) -> HfCheckpoint {
     }
 }
 
-fn convert(dir: &Path, ty: OutType, out: &Path) -> usize {
+fn convert(dir: &Path, ty: Quant, out: &Path) -> usize {
     let ckpt = open_checkpoint(dir);
     let mut count = Count(0);
     convert_mmproj(&ckpt, out, ty, &mut count).expect("convert_mmproj");
@@ -236,7 +237,7 @@ fn tiny_checkpoint_converts_loads_and_encodes() {
 
     // F32 conversion: metadata and per-tensor types as convert_hf_to_gguf.py writes them
     let f32_path = dir.join("mmproj-f32.gguf");
-    let n_written = convert(&dir.join("ckpt"), OutType::F32, &f32_path);
+    let n_written = convert(&dir.join("ckpt"), Quant::F32, &f32_path);
     let gguf = GgufFile::open(&f32_path).unwrap();
     assert_eq!(n_written, gguf.tensors().len());
     let md = gguf.metadata();
@@ -269,9 +270,9 @@ fn tiny_checkpoint_converts_loads_and_encodes() {
 
     // F16 / Q8_0: matrices in the out type, convolutions, norms, biases and the code table F32
     let q8_path = dir.join("mmproj-q8_0.gguf");
-    convert(&dir.join("ckpt"), OutType::Q8_0, &q8_path);
+    convert(&dir.join("ckpt"), Quant::Q8_0, &q8_path);
     let f16_path = dir.join("mmproj-f16.gguf");
-    convert(&dir.join("ckpt"), OutType::F16, &f16_path);
+    convert(&dir.join("ckpt"), Quant::F16, &f16_path);
     let q8 = GgufFile::open(&q8_path).unwrap();
     let ty = |name: &str| {
         q8.tensor(name)
@@ -364,7 +365,7 @@ fn load_errors_name_the_file_and_tensor() {
     let dir = scratch("errors");
     write_tiny_checkpoint(&dir.join("ckpt"), DEFAULT_SEED).unwrap();
     let good = dir.join("good.gguf");
-    convert(&dir.join("ckpt"), OutType::F32, &good);
+    convert(&dir.join("ckpt"), Quant::F32, &good);
     let be = cpu();
 
     let missing = dir.join("missing.gguf");
@@ -428,8 +429,7 @@ fn converter_names_a_missing_checkpoint_tensor() {
     drop(src);
     w.write(ckpt_dir.join("model.safetensors")).unwrap();
     let ckpt = open_checkpoint(&ckpt_dir);
-    let err =
-        convert_mmproj(&ckpt, &dir.join("out.gguf"), OutType::F32, &mut Count(0)).unwrap_err();
+    let err = convert_mmproj(&ckpt, &dir.join("out.gguf"), Quant::F32, &mut Count(0)).unwrap_err();
     match err {
         ConvertError::BadTensor { file, tensor, .. } => {
             assert_eq!(file, ckpt_dir.join("model.safetensors"));

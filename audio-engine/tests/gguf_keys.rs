@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter};
-use audio_engine::lfm2_audio::convert::OutType;
 use audio_engine::lfm2_audio::gguf_keys;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, LoadError, ModelOptions};
 
@@ -172,7 +172,7 @@ fn the_parsers_find_known_keys() {
 }
 
 /// Every key in the metadata of the four files our converter writes at `ty`.
-fn written_keys(ty: OutType) -> Vec<(PathBuf, String)> {
+fn written_keys(ty: Quant) -> Vec<(PathBuf, String)> {
     let p = common::package::package(ty);
     [&p.backbone, &p.mmproj, &p.vocoder, &p.tokenizer]
         .into_iter()
@@ -189,7 +189,7 @@ fn written_keys(ty: OutType) -> Vec<(PathBuf, String)> {
 #[test]
 fn every_key_the_converter_writes_is_spelled_as_upstream() {
     let upstream = upstream_keys();
-    for ty in [OutType::F32, OutType::Q4_0] {
+    for ty in [Quant::F32, Quant::Q4_0] {
         let written = written_keys(ty);
         assert!(
             written.len() > 40,
@@ -310,7 +310,7 @@ fn rewrite_metadata(src: &Path, dst: &Path, remove: &[&str], set: &[(&str, GgufV
 
 /// The F32 package copied into a fresh directory named `name`.
 fn package_copy(name: &str) -> PackagePaths {
-    let p = common::package::package(OutType::F32);
+    let p = common::package::package(Quant::F32);
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("gguf-keys-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -347,7 +347,7 @@ fn asr_tokens(m: &Lfm2Audio) -> Vec<u32> {
 
 #[test]
 fn the_older_head_count_spelling_still_loads() {
-    let reference = load(&common::package::package(OutType::F32)).unwrap();
+    let reference = load(&common::package::package(Quant::F32)).unwrap();
     let p = package_copy("legacy-heads");
     let heads = GgufFile::open(&p.mmproj)
         .unwrap()

@@ -8,8 +8,8 @@ mod common;
 use audio_engine::ggml::Backend;
 use audio_engine::lfm2_audio::audio::AudioError;
 use audio_engine::lfm2_audio::backbone::{Backbone, Position, Rows};
-use audio_engine::lfm2_audio::convert::OutType;
 use audio_engine::lfm2_audio::package::ModelPackage;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::prompt::{PromptBuilder, PromptPiece, SYSTEM_ASR};
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, ModelOptions, StopReason};
 
@@ -33,7 +33,7 @@ fn our_prompt(e: &Lfm2Audio, rows: usize) -> Vec<Option<u32>> {
 }
 
 /// Prefill logits of every prompt position with the given audio rows.
-fn prefill_logits(ty: OutType, prompt: &[Option<u32>], audio: &[f32]) -> Vec<f32> {
+fn prefill_logits(ty: Quant, prompt: &[Option<u32>], audio: &[f32]) -> Vec<f32> {
     let pkg = ModelPackage::open_paths(package(ty)).unwrap();
     let be = Backend::cpu().unwrap();
     be.set_n_threads(2).unwrap();
@@ -60,20 +60,20 @@ fn prefill_logits(ty: OutType, prompt: &[Option<u32>], audio: &[f32]) -> Vec<f32
 #[test]
 fn prompt_prefill_and_greedy_tokens_match_liquid_audio() {
     let r = reference();
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let want_prompt = r.prompt("asr");
     let rows = want_prompt.iter().filter(|p| p.is_none()).count();
     assert_eq!(our_prompt(&e, rows), want_prompt, "prompt token ids");
 
     // Backbone alone: liquid-audio's adapter rows in, logits at every position out.
     let want = r.f32("asr_prefill_logits");
-    let got = prefill_logits(OutType::F32, &want_prompt, &r.f32("adapter_out"));
+    let got = prefill_logits(Quant::F32, &want_prompt, &r.f32("adapter_out"));
     let e_bb = rel(&got, &want);
     // End to end: our features, encoder and adapter.
     let (n, ours) = e.encode_audio(&input_signal()).unwrap();
     assert_eq!(n, rows);
     let e_adapter = rel(&ours, &r.f32("adapter_out"));
-    let got2 = prefill_logits(OutType::F32, &want_prompt, &ours);
+    let got2 = prefill_logits(Quant::F32, &want_prompt, &ours);
     let e_all = rel(&got2, &want);
     println!(
         "prefill logits vs liquid-audio: backbone {e_bb:.2e}, end to end {e_all:.2e} \
@@ -104,16 +104,12 @@ fn quantized_packages_stay_close_to_f32() {
     let r = reference();
     let prompt = r.prompt("asr");
     let audio = r.f32("adapter_out");
-    let f32_logits = prefill_logits(OutType::F32, &prompt, &audio);
+    let f32_logits = prefill_logits(Quant::F32, &prompt, &audio);
     // Bounds: measured on this checkpoint 2.1e-3 (F16), 4.7e-2 (Q8_0), 4.0e-1 (Q4_0) of the
     // largest logit, with ~2x headroom. The tiny model amplifies weight rounding about 4x (F16
     // rounds weights by <= 4.9e-4 relative); Q8_0 also quantizes the activations, and Q4_0's
     // 16 levels per block are coarse on random weights.
-    for (ty, bound) in [
-        (OutType::F16, 5e-3),
-        (OutType::Q8_0, 1e-1),
-        (OutType::Q4_0, 8e-1),
-    ] {
+    for (ty, bound) in [(Quant::F16, 5e-3), (Quant::Q8_0, 1e-1), (Quant::Q4_0, 8e-1)] {
         let q = prefill_logits(ty, &prompt, &audio);
         let e = rel(&q, &f32_logits);
         println!("{ty:?} prefill logits vs F32: {e:.2e} (bound {bound:.0e})");
@@ -142,7 +138,7 @@ fn wav(rate: u32, channels: u16, samples: &[f32]) -> Vec<u8> {
 
 #[test]
 fn any_rate_and_channel_count_and_typed_errors() {
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let opts = AsrOptions {
         max_new_tokens: 4,
         ..Default::default()
@@ -174,7 +170,7 @@ fn any_rate_and_channel_count_and_typed_errors() {
         Err(EngineError::Audio(AudioError::Unreadable(_)))
     ));
     let short_limit = engine_with(
-        OutType::F32,
+        Quant::F32,
         ModelOptions {
             max_audio_seconds: 1.0,
             ..Default::default()
@@ -204,8 +200,8 @@ fn any_rate_and_channel_count_and_typed_errors() {
 #[test]
 fn converted_backbone_logits_agree_with_llama_cpp() {
     use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
-    let paths = package(OutType::F32);
-    let e = engine(OutType::F32);
+    let paths = package(Quant::F32);
+    let e = engine(Quant::F32);
     let toks = e.tokenizer().encode(
         "<|startoftext|>Numbers first, then voices: 2024 talks.",
         true,
@@ -227,7 +223,7 @@ fn converted_backbone_logits_agree_with_llama_cpp() {
         .flat_map(|i| ctx.logits(i).unwrap().to_vec())
         .collect();
     let prompt: Vec<Option<u32>> = toks.iter().map(|&t| Some(t)).collect();
-    let got = prefill_logits(OutType::F32, &prompt, &[]);
+    let got = prefill_logits(Quant::F32, &prompt, &[]);
     let err = rel(&got, &want);
     println!("converted tiny backbone vs llama.cpp: {err:.2e}");
     assert!(err < 1e-3, "{err}");
@@ -237,7 +233,7 @@ fn converted_backbone_logits_agree_with_llama_cpp() {
 fn frames_embed_as_the_sum_of_their_codebook_rows() {
     use audio_engine::lfm2_audio::backbone::AudioCodeTable;
     use audio_engine::lfm2_audio::weights::WeightFile;
-    let paths = package(OutType::F32);
+    let paths = package(Quant::F32);
     let pkg = ModelPackage::open_paths(paths.clone()).unwrap();
     let be = Backend::cpu().unwrap();
     be.set_n_threads(2).unwrap();

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use audio_engine::lfm2_audio::backbone::BLOCK_POSITIONS;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::convert::OutType;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
     EngineError, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
@@ -66,7 +66,7 @@ fn same(a: &TurnResult, b: &TurnResult) {
 
 #[test]
 fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let mut cached = Session::new(e.clone(), SessionOptions::default());
     let mut plain = Session::new(
         e.clone(),
@@ -233,7 +233,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
 
 #[test]
 fn a_question_one_sample_off_is_encoded_again() {
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let mut session = Session::new(e.clone(), SessionOptions::default());
     let mut opts = s2s();
     opts.max_new_tokens = 8;

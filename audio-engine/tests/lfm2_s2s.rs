@@ -6,8 +6,8 @@
 mod common;
 
 use audio_engine::lfm2_audio::conversation::artifact::ReplyStep;
-use audio_engine::lfm2_audio::convert::OutType;
 use audio_engine::lfm2_audio::detokenizer::SAMPLES_PER_FRAME;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{EngineError, ReplyEvent, S2sOptions, TtsOptions, Voice};
 
@@ -48,7 +48,7 @@ fn frames(steps: &[ReplyStep]) -> usize {
 fn greedy_interleaved_reply_matches_liquid_audio() {
     let want = fixture_steps();
     assert_eq!(reference().meta("s2s_stop"), "max_steps");
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let r = e.s2s(&input_signal(), &greedy(want.len())).unwrap();
     let n_same = r
         .steps
@@ -73,7 +73,7 @@ fn greedy_interleaved_reply_matches_liquid_audio() {
 
 #[test]
 fn streamed_reply_equals_offline_bit_for_bit() {
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let opts = S2sOptions {
         max_new_tokens: 40,
         audio: SamplerConfig::s2s_audio(1234),
@@ -127,7 +127,7 @@ fn with_timings_of(
 
 #[test]
 fn an_early_finish_cuts_the_reply_and_bad_input_fails_at_start() {
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let opts = greedy(100);
     let mut stream = e.s2s_stream(input_signal(), &opts).unwrap();
     let first = stream.next_event();
@@ -154,7 +154,7 @@ fn an_early_finish_cuts_the_reply_and_bad_input_fails_at_start() {
 
 #[test]
 fn tts_speaks_with_each_voice_and_streams_the_same_bytes() {
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let opts = TtsOptions {
         max_new_tokens: 48,
         voice: Voice::UkMale,
@@ -196,7 +196,7 @@ fn greedy_sequential_tts_matches_liquid_audio() {
     let want = to_reply(r.tts_steps());
     assert_eq!(r.meta("tts_stop"), "max_steps");
     assert_eq!(r.meta("tts_system"), Voice::UsFemale.system_prompt());
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let opts = TtsOptions {
         voice: Voice::UsFemale,
         max_new_tokens: want.len(),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::convert::{convert, OutType, Progress};
+use super::convert::{convert, Progress, Quant};
 use super::error::EngineError;
 use super::package::PackagePaths;
 use super::synthetic::{write_tiny_checkpoint, DEFAULT_SEED};
@@ -25,7 +25,7 @@ pub fn default_demo_dir() -> PathBuf {
 /// Makes sure the demo package exists in `dir` (writing the checkpoint and converting it to F32
 /// the first time) and returns its file paths.
 pub fn ensure_demo_package(dir: &Path) -> Result<PackagePaths, EngineError> {
-    let paths = PackagePaths::new(dir, DEMO_MODEL, OutType::F32);
+    let paths = PackagePaths::new(dir, DEMO_MODEL, Quant::F32);
     let complete = [
         &paths.backbone,
         &paths.mmproj,
@@ -53,14 +53,14 @@ pub fn ensure_demo_package(dir: &Path) -> Result<PackagePaths, EngineError> {
     std::fs::create_dir_all(&ckpt).map_err(|e| io("creating", &ckpt, e))?;
     write_tiny_checkpoint(&ckpt, DEFAULT_SEED)
         .map_err(|e| EngineError::Internal(format!("demo checkpoint: {e}")))?;
-    convert(&ckpt, &tmp, DEMO_MODEL, OutType::F32, &mut Quiet)
+    convert(&ckpt, &tmp, DEMO_MODEL, Quant::F32, &mut Quiet)
         .map_err(|e| EngineError::Internal(format!("demo conversion: {e}")))?;
     // The checkpoint is only an intermediate.
     let _ = std::fs::remove_dir_all(&ckpt);
     if dir.exists() {
         // Someone else finished first (or left an incomplete directory behind): replace an
         // incomplete one, keep a complete one.
-        let theirs = PackagePaths::new(dir, DEMO_MODEL, OutType::F32);
+        let theirs = PackagePaths::new(dir, DEMO_MODEL, Quant::F32);
         if theirs.backbone.is_file()
             && theirs.tokenizer.is_file()
             && theirs.vocoder.is_file()

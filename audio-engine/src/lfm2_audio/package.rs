@@ -16,12 +16,12 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
 use crate::ggml::gguf::GgufFile;
 use crate::ggml::GgmlType;
 
 use super::backbone_config::Lfm2Backbone;
-use super::convert::OutType;
 use super::gguf_keys as K;
 use super::load_error::{LoadError, Result};
 use super::vocoder_config::{VocoderConfig, DEPTH_LINEAR, DETOK_EMBEDDING};
@@ -44,13 +44,95 @@ pub const DENSE_2: &str = "dense_2.weight";
 /// The detokenizer's output head bias.
 pub const DENSE_2_BIAS: &str = "dense_2.bias";
 
+/// The quantization of a package: the type its matrices are stored in (norms, biases and
+/// convolutions stay F32), spelled in the file names as LiquidAI publishes them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Quant {
+    /// Everything F32.
+    F32,
+    /// Matrices F16.
+    F16,
+    /// Matrices Q8_0.
+    Q8_0,
+    /// Matrices Q4_0 (the tied token embedding Q6_K).
+    Q4_0,
+}
+
+impl Quant {
+    /// Every quantization, in the order LiquidAI lists them.
+    pub const ALL: [Quant; 4] = [Quant::F32, Quant::F16, Quant::Q8_0, Quant::Q4_0];
+
+    /// The spelling in the published file names (`LFM2.5-Audio-1.5B-Q4_0.gguf`).
+    pub fn file_suffix(self) -> &'static str {
+        match self {
+            Quant::F32 => "F32",
+            Quant::F16 => "F16",
+            Quant::Q8_0 => "Q8_0",
+            Quant::Q4_0 => "Q4_0",
+        }
+    }
+
+    /// The inverse of [`file_suffix`](Self::file_suffix) (exact spelling only, as published).
+    pub fn from_file_suffix(s: &str) -> Option<Quant> {
+        Quant::ALL.into_iter().find(|t| t.file_suffix() == s)
+    }
+
+    /// llama.cpp's `llama_ftype` value written to `general.file_type`.
+    pub fn llama_ftype(self) -> u32 {
+        match self {
+            Quant::F32 => 0,
+            Quant::F16 => 1,
+            Quant::Q4_0 => 2,
+            Quant::Q8_0 => 7,
+        }
+    }
+
+    /// The ggml type a quantizable matrix takes by default.
+    pub fn matrix_type(self) -> GgmlType {
+        match self {
+            Quant::F32 => GgmlType::F32,
+            Quant::F16 => GgmlType::F16,
+            Quant::Q8_0 => GgmlType::Q8_0,
+            Quant::Q4_0 => GgmlType::Q4_0,
+        }
+    }
+
+    /// Whether the type is made by `llama-quantize` from the F16 file (Q8_0, Q4_0).
+    pub fn is_quantized(self) -> bool {
+        matches!(self, Quant::Q8_0 | Quant::Q4_0)
+    }
+}
+
+impl std::fmt::Display for Quant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.file_suffix())
+    }
+}
+
+impl FromStr for Quant {
+    type Err = UnknownQuant;
+
+    /// Accepts the file spelling in any case (`q4_0`, `F16`), as the llama.cpp tools do.
+    fn from_str(s: &str) -> std::result::Result<Quant, UnknownQuant> {
+        Quant::ALL
+            .into_iter()
+            .find(|t| t.file_suffix().eq_ignore_ascii_case(s))
+            .ok_or_else(|| UnknownQuant(s.to_owned()))
+    }
+}
+
+/// A quantization name that is none of F32, F16, Q8_0, Q4_0.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown quantization '{0}' (expected F32, F16, Q8_0 or Q4_0)")]
+pub struct UnknownQuant(pub String);
+
 /// The paths of one package's four files.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PackagePaths {
     /// The model name (`LFM2.5-Audio-1.5B`).
     pub model: String,
     /// The quantization.
-    pub quant: OutType,
+    pub quant: Quant,
     /// `<model>-<q>.gguf`.
     pub backbone: PathBuf,
     /// `mmproj-<model>-<q>.gguf`.
@@ -63,7 +145,7 @@ pub struct PackagePaths {
 
 impl PackagePaths {
     /// The four paths of `model` at `quant` in `dir`.
-    pub fn new(dir: &Path, model: &str, quant: OutType) -> PackagePaths {
+    pub fn new(dir: &Path, model: &str, quant: Quant) -> PackagePaths {
         let stem = format!("{model}-{}.gguf", quant.file_suffix());
         PackagePaths {
             model: model.to_owned(),
@@ -82,7 +164,7 @@ impl PackagePaths {
 }
 
 /// The packages in `dir`, one per backbone file `<model>-<q>.gguf`, sorted by name.
-pub fn list_packages(dir: &Path) -> Result<Vec<(String, OutType)>> {
+pub fn list_packages(dir: &Path) -> Result<Vec<(String, Quant)>> {
     let rd = std::fs::read_dir(dir).map_err(|_| LoadError::MissingFile {
         file: dir.to_path_buf(),
     })?;
@@ -102,13 +184,13 @@ pub fn list_packages(dir: &Path) -> Result<Vec<(String, OutType)>> {
         let Some((model, q)) = stem.rsplit_once('-') else {
             continue;
         };
-        if let (false, Some(q)) = (model.is_empty(), OutType::from_file_suffix(q)) {
+        if let (false, Some(q)) = (model.is_empty(), Quant::from_file_suffix(q)) {
             found.insert((model.to_owned(), q.file_suffix().to_owned()));
         }
     }
     Ok(found
         .into_iter()
-        .filter_map(|(m, q)| OutType::from_file_suffix(&q).map(|q| (m, q)))
+        .filter_map(|(m, q)| Quant::from_file_suffix(&q).map(|q| (m, q)))
         .collect())
 }
 
@@ -300,7 +382,7 @@ impl ModelPackage {
 
     /// Opens the package of quantization `quant` in `dir` (several models at that quantization
     /// are an [`LoadError::AmbiguousPackage`]).
-    pub fn open_quant(dir: impl AsRef<Path>, quant: OutType) -> Result<ModelPackage> {
+    pub fn open_quant(dir: impl AsRef<Path>, quant: Quant) -> Result<ModelPackage> {
         let dir = dir.as_ref();
         let found = list_packages(dir)?;
         let matching: Vec<_> = found.iter().filter(|(_, q)| *q == quant).cloned().collect();
@@ -367,7 +449,7 @@ impl ModelPackage {
     }
 }
 
-fn labels(found: &[(String, OutType)]) -> Vec<String> {
+fn labels(found: &[(String, Quant)]) -> Vec<String> {
     found
         .iter()
         .map(|(m, q)| format!("{m}-{}", q.file_suffix()))

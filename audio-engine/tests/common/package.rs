@@ -3,7 +3,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
-use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
+use audio_engine::lfm2_audio::convert::{convert, Progress};
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
 
@@ -15,8 +16,8 @@ impl Progress for Quiet {
 }
 
 /// The checkpoint converted at `ty` (once per test process, in a private directory).
-pub fn package(ty: OutType) -> PackagePaths {
-    static DIRS: OnceLock<Mutex<Vec<(OutType, PackagePaths)>>> = OnceLock::new();
+pub fn package(ty: Quant) -> PackagePaths {
+    static DIRS: OnceLock<Mutex<Vec<(Quant, PackagePaths)>>> = OnceLock::new();
     let mut d = DIRS.get_or_init(Default::default).lock().unwrap();
     if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
         return p.clone();
@@ -34,7 +35,7 @@ pub fn package(ty: OutType) -> PackagePaths {
 /// why: libtest runs a binary's tests on both cores at once; ggml's worker threads spin at
 /// their barriers, so two tests with two threads each on two cores slow each other down by
 /// orders of magnitude.
-pub fn engine_with(ty: OutType, opts: ModelOptions) -> Lfm2Audio {
+pub fn engine_with(ty: Quant, opts: ModelOptions) -> Lfm2Audio {
     let opts = ModelOptions {
         n_threads: 1,
         ..opts
@@ -43,7 +44,7 @@ pub fn engine_with(ty: OutType, opts: ModelOptions) -> Lfm2Audio {
 }
 
 /// The package at `ty` loaded with default options (one thread).
-pub fn engine(ty: OutType) -> Lfm2Audio {
+pub fn engine(ty: Quant) -> Lfm2Audio {
     engine_with(ty, ModelOptions::default())
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use super::quantize::{hf_converter_type, llama_quantize_type};
 use super::tokenizer_json::BpeVocab;
 use super::write::{ggml_shape, write_gguf, Planned};
-use super::{ConvertError, HfCheckpoint, OutType, Progress, Result};
+use super::{ConvertError, HfCheckpoint, Progress, Quant, Result};
 use crate::ggml::gguf::GgufMetadata;
 use crate::ggml::GgmlType;
 use crate::lfm2_audio::gguf_keys as K;
@@ -177,7 +177,7 @@ impl Lfm2Hparams {
     }
 
     /// Appends `TextModel.set_gguf_parameters` + `LFM2Model`'s keys, in the converter's order.
-    pub fn write_keys(&self, md: &mut GgufMetadata, ty: OutType) -> crate::ggml::gguf::Result<()> {
+    pub fn write_keys(&self, md: &mut GgufMetadata, ty: Quant) -> crate::ggml::gguf::Result<()> {
         md.insert(K::LFM2_BLOCK_COUNT, self.block_count)?;
         if let Some(n) = self.context_length {
             md.insert(K::LFM2_CONTEXT_LENGTH, n)?;
@@ -251,7 +251,7 @@ pub fn lfm2_tensor_name(hf: &str) -> Option<String> {
 pub(crate) fn plan_lfm2<'a>(
     src: &'a SafeTensors,
     entries: &[(String, String)],
-    ty: OutType,
+    ty: Quant,
 ) -> Result<Vec<Planned<'a>>> {
     let mut out = Vec::with_capacity(entries.len());
     let mut named = Vec::with_capacity(entries.len());
@@ -265,10 +265,10 @@ pub(crate) fn plan_lfm2<'a>(
     }
     let tied = !named.iter().any(|(_, n)| n == "output.weight");
     // The quantized files are made from the F16 one.
-    let base = if ty == OutType::F32 {
-        OutType::F32
+    let base = if ty == Quant::F32 {
+        Quant::F32
     } else {
-        OutType::F16
+        Quant::F16
     };
     for (src_name, name) in named {
         let view = src.tensor(src_name)?;
@@ -304,7 +304,7 @@ pub(crate) fn general_keys(md: &mut GgufMetadata, name: &str) -> crate::ggml::gg
 
 /// `llama-quantize` re-sets `general.quantization_version` and `general.file_type`, which moves
 /// them to the end of the metadata; the converter's own files keep them in place.
-pub(crate) fn finish_keys(md: &mut GgufMetadata, ty: OutType) -> crate::ggml::gguf::Result<()> {
+pub(crate) fn finish_keys(md: &mut GgufMetadata, ty: Quant) -> crate::ggml::gguf::Result<()> {
     if ty.is_quantized() {
         md.remove(K::GENERAL_QUANTIZATION_VERSION);
         md.remove(K::GENERAL_FILE_TYPE);
@@ -342,7 +342,7 @@ pub fn convert_backbone(
     ckpt: &HfCheckpoint,
     out: &Path,
     model_name: &str,
-    ty: OutType,
+    ty: Quant,
     progress: &mut dyn Progress,
 ) -> Result<()> {
     let config = backbone_config(ckpt)?;

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::backbone::{finish_keys, general_keys, plan_lfm2, Lfm2Hparams, QUANTIZATION_VERSION};
 use super::write::write_gguf;
-use super::{open_safetensors, read_json, ConvertError, HfCheckpoint, OutType, Progress, Result};
+use super::{open_safetensors, read_json, ConvertError, HfCheckpoint, Progress, Quant, Result};
 use crate::ggml::gguf::GgufMetadata;
 use crate::lfm2_audio::gguf_keys as K;
 
@@ -25,7 +25,7 @@ pub fn convert_detokenizer(
     ckpt: &HfCheckpoint,
     out: &Path,
     model_name: &str,
-    ty: OutType,
+    ty: Quant,
     progress: &mut dyn Progress,
 ) -> Result<()> {
     let dir = ckpt.detokenizer_dir();

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::{ConvertError, HfCheckpoint, OutType, Progress, Result};
+use super::{ConvertError, HfCheckpoint, Progress, Quant, Result};
 use crate::ggml::dtype::{self, GgmlType};
 use crate::ggml::gguf::{GgufWriter, TensorData};
 use crate::ggml::quant;
@@ -156,7 +156,7 @@ fn gguf_name(name: &str) -> Option<String> {
 
 /// The output type of a tensor, as the converter decides it (`hf` the Hugging Face name, `gg`
 /// the GGUF name, `ne0` the row length).
-fn tensor_type(hf: &str, gg: &str, n_dims: usize, ne0: u64, ty: OutType) -> GgmlType {
+fn tensor_type(hf: &str, gg: &str, n_dims: usize, ne0: u64, ty: Quant) -> GgmlType {
     // ConformerAudioModel.tensor_force_quant: `".conv" in name or "_conv" in name and ".weight"
     // in name` (Python precedence), for audio tensors.
     let is_audio = [
@@ -180,10 +180,10 @@ fn tensor_type(hf: &str, gg: &str, n_dims: usize, ne0: u64, ty: OutType) -> Ggml
         return GgmlType::F32;
     }
     let want = match ty {
-        OutType::F32 => GgmlType::F32,
-        OutType::F16 => GgmlType::F16,
-        OutType::Q8_0 => GgmlType::Q8_0,
-        OutType::Q4_0 => GgmlType::Q4_0,
+        Quant::F32 => GgmlType::F32,
+        Quant::F16 => GgmlType::F16,
+        Quant::Q8_0 => GgmlType::Q8_0,
+        Quant::Q4_0 => GgmlType::Q4_0,
     };
     if ne0 % want.block_size() as u64 != 0 {
         // gguf-py's QuantError fallback
@@ -193,12 +193,12 @@ fn tensor_type(hf: &str, gg: &str, n_dims: usize, ne0: u64, ty: OutType) -> Ggml
 }
 
 /// `general.file_type` (llama_ftype) of an output type.
-fn file_type(ty: OutType) -> u32 {
+fn file_type(ty: Quant) -> u32 {
     match ty {
-        OutType::F32 => 0,
-        OutType::F16 => 1,
-        OutType::Q4_0 => 2,
-        OutType::Q8_0 => 7,
+        Quant::F32 => 0,
+        Quant::F16 => 1,
+        Quant::Q4_0 => 2,
+        Quant::Q8_0 => 7,
     }
 }
 
@@ -288,7 +288,7 @@ fn fold_batch_norm(
 }
 
 /// Lists the tensors to write, in checkpoint (sorted-name) order, with their types and shapes.
-fn plan(ckpt: &HfCheckpoint, ty: OutType, p: &MmprojParams) -> Result<Vec<Planned>> {
+fn plan(ckpt: &HfCheckpoint, ty: Quant, p: &MmprojParams) -> Result<Vec<Planned>> {
     let file = ckpt.model.path().to_path_buf();
     let names: Vec<String> = ckpt
         .model
@@ -415,7 +415,7 @@ fn encode(values: &[f32], ty: GgmlType, ne0: usize) -> io::Result<Vec<u8>> {
 pub fn convert_mmproj(
     ckpt: &HfCheckpoint,
     out: &Path,
-    ty: OutType,
+    ty: Quant,
     progress: &mut dyn Progress,
 ) -> Result<()> {
     let p = read_params(ckpt)?;
@@ -533,7 +533,7 @@ mod tests {
 
     #[test]
     fn types_follow_the_converter() {
-        let t = |hf, gg, n, ne0| tensor_type(hf, gg, n, ne0, OutType::Q8_0);
+        let t = |hf, gg, n, ne0| tensor_type(hf, gg, n, ne0, Quant::Q8_0);
         assert_eq!(
             t(
                 "conformer.layers.0.conv.pointwise_conv1.weight",

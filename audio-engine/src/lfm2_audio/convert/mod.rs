@@ -14,12 +14,10 @@
 //! pinned `src/llama-quant.cpp` (see [`quantize`]).
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use super::package::PackagePaths;
 use super::safetensors::{SafeTensors, SafeTensorsError};
 use crate::ggml::gguf::GgufError;
-use crate::ggml::GgmlType;
 
 pub mod backbone;
 pub mod detokenizer;
@@ -29,83 +27,10 @@ pub mod tokenizer_json;
 pub mod vocoder;
 mod write;
 
-/// The tensor type a package is quantized to (norms, biases, convolutions stay F32).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum OutType {
-    /// Everything F32.
-    F32,
-    /// Matrices F16.
-    F16,
-    /// Matrices Q8_0.
-    Q8_0,
-    /// Matrices Q4_0 (the tied token embedding Q6_K).
-    Q4_0,
-}
-
-impl OutType {
-    /// Every output type, in the order LiquidAI lists them.
-    pub const ALL: [OutType; 4] = [OutType::F32, OutType::F16, OutType::Q8_0, OutType::Q4_0];
-
-    /// The spelling in the published file names (`LFM2.5-Audio-1.5B-Q4_0.gguf`).
-    pub fn file_suffix(self) -> &'static str {
-        match self {
-            OutType::F32 => "F32",
-            OutType::F16 => "F16",
-            OutType::Q8_0 => "Q8_0",
-            OutType::Q4_0 => "Q4_0",
-        }
-    }
-
-    /// The inverse of [`file_suffix`](Self::file_suffix) (exact spelling only, as published).
-    pub fn from_file_suffix(s: &str) -> Option<OutType> {
-        OutType::ALL.into_iter().find(|t| t.file_suffix() == s)
-    }
-
-    /// llama.cpp's `llama_ftype` value written to `general.file_type`.
-    pub fn llama_ftype(self) -> u32 {
-        match self {
-            OutType::F32 => 0,
-            OutType::F16 => 1,
-            OutType::Q4_0 => 2,
-            OutType::Q8_0 => 7,
-        }
-    }
-
-    /// The ggml type a quantizable matrix takes by default.
-    pub fn matrix_type(self) -> GgmlType {
-        match self {
-            OutType::F32 => GgmlType::F32,
-            OutType::F16 => GgmlType::F16,
-            OutType::Q8_0 => GgmlType::Q8_0,
-            OutType::Q4_0 => GgmlType::Q4_0,
-        }
-    }
-
-    /// Whether the type is made by `llama-quantize` from the F16 file (Q8_0, Q4_0).
-    pub fn is_quantized(self) -> bool {
-        matches!(self, OutType::Q8_0 | OutType::Q4_0)
-    }
-}
-
-impl std::fmt::Display for OutType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.file_suffix())
-    }
-}
-
-impl FromStr for OutType {
-    type Err = ConvertError;
-
-    /// Accepts the file spelling in any case (`q4_0`, `F16`), as the llama.cpp tools do.
-    fn from_str(s: &str) -> Result<OutType> {
-        OutType::ALL
-            .into_iter()
-            .find(|t| t.file_suffix().eq_ignore_ascii_case(s))
-            .ok_or_else(|| ConvertError::BadArgument {
-                reason: format!("unknown output type '{s}' (expected F32, F16, Q8_0 or Q4_0)"),
-            })
-    }
-}
+/// The former name of [`Quant`], kept while other branches move over.
+#[doc(hidden)]
+pub use super::package::Quant as OutType;
+pub use super::package::{Quant, UnknownQuant};
 
 /// Why a conversion failed.
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +83,14 @@ pub enum ConvertError {
 
 /// Result of conversion.
 pub type Result<T> = std::result::Result<T, ConvertError>;
+
+impl From<UnknownQuant> for ConvertError {
+    fn from(e: UnknownQuant) -> ConvertError {
+        ConvertError::BadArgument {
+            reason: e.to_string(),
+        }
+    }
+}
 
 /// Reports conversion progress, one call per tensor written.
 pub trait Progress {

@@ -15,7 +15,7 @@
 use crate::ggml::dtype::{f16_to_f32, f32_to_f16};
 use crate::ggml::{quant, GgmlError, GgmlType};
 
-use super::OutType;
+use super::Quant;
 
 /// Whether a row of `n_per_row` values is a whole number of `ty` blocks.
 pub fn row_fits(ty: GgmlType, n_per_row: u64) -> bool {
@@ -25,12 +25,12 @@ pub fn row_fits(ty: GgmlType, n_per_row: u64) -> bool {
 
 /// The type `convert_hf_to_gguf.py` gives tensor `name` (its GGUF name) with `n_dims` dimensions
 /// when asked for `outtype` (F32 or F16; the quantized packages start from the F16 file).
-pub fn hf_converter_type(name: &str, n_dims: usize, outtype: OutType) -> GgmlType {
+pub fn hf_converter_type(name: &str, n_dims: usize, outtype: Quant) -> GgmlType {
     let keep_f32 = n_dims <= 1
         || name.ends_with("_norm.weight")
         || name.contains("shortconv.conv.")
         || !name.ends_with(".weight");
-    if keep_f32 || outtype == OutType::F32 {
+    if keep_f32 || outtype == Quant::F32 {
         GgmlType::F32
     } else {
         GgmlType::F16
@@ -57,7 +57,7 @@ pub fn llama_quantize_type(
     name: &str,
     shape: &[u64],
     input: GgmlType,
-    ftype: OutType,
+    ftype: Quant,
     tied: bool,
 ) -> GgmlType {
     if !ftype.is_quantized() || !llama_quantize_allows(name, shape.len()) {
@@ -90,7 +90,7 @@ pub fn llama_quantize_type(
 }
 
 /// The type `convert_vocoder_to_gguf.py --outtype <ty>` gives tensor `name` with ggml `shape`.
-pub fn vocoder_type(name: &str, shape: &[u64], ty: OutType) -> GgmlType {
+pub fn vocoder_type(name: &str, shape: &[u64], ty: Quant) -> GgmlType {
     let can_quantize = shape.len() > 1 && !name.contains(".bias") && !name.contains(".conv.weight");
     if !can_quantize {
         return GgmlType::F32;
@@ -133,25 +133,25 @@ mod tests {
         let s = [256u64, 100];
         let f16 = GgmlType::F16;
         assert_eq!(
-            llama_quantize_type("token_embd.weight", &s, f16, OutType::Q4_0, true),
+            llama_quantize_type("token_embd.weight", &s, f16, Quant::Q4_0, true),
             GgmlType::Q6_K
         );
         assert_eq!(
-            llama_quantize_type("token_embd.weight", &s, f16, OutType::Q8_0, true),
+            llama_quantize_type("token_embd.weight", &s, f16, Quant::Q8_0, true),
             GgmlType::Q8_0
         );
         assert_eq!(
-            llama_quantize_type("token_embd.weight", &s, f16, OutType::Q4_0, false),
+            llama_quantize_type("token_embd.weight", &s, f16, Quant::Q4_0, false),
             GgmlType::Q4_0
         );
         // 64 columns: Q6_K does not fit, Q8_0 does.
         assert_eq!(
-            llama_quantize_type("token_embd.weight", &[64, 10], f16, OutType::Q4_0, true),
+            llama_quantize_type("token_embd.weight", &[64, 10], f16, Quant::Q4_0, true),
             GgmlType::Q8_0
         );
         // 48 columns: no block type fits.
         assert_eq!(
-            llama_quantize_type("blk.0.ffn_up.weight", &[48, 10], f16, OutType::Q4_0, true),
+            llama_quantize_type("blk.0.ffn_up.weight", &[48, 10], f16, Quant::Q4_0, true),
             GgmlType::F16
         );
         assert_eq!(
@@ -159,7 +159,7 @@ mod tests {
                 "blk.0.attn_norm.weight",
                 &[64],
                 GgmlType::F32,
-                OutType::Q4_0,
+                Quant::Q4_0,
                 true
             ),
             GgmlType::F32
@@ -169,13 +169,13 @@ mod tests {
                 "blk.0.shortconv.conv.weight",
                 &[3, 64],
                 GgmlType::F32,
-                OutType::Q4_0,
+                Quant::Q4_0,
                 true
             ),
             GgmlType::F32
         );
         assert_eq!(
-            llama_quantize_type("dense_2.bias", &[18], GgmlType::F32, OutType::Q4_0, true),
+            llama_quantize_type("dense_2.bias", &[18], GgmlType::F32, Quant::Q4_0, true),
             GgmlType::F32
         );
     }

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::quantize::vocoder_type;
 use super::write::{ggml_shape, write_gguf, Planned};
-use super::{open_safetensors, ConvertError, HfCheckpoint, OutType, Progress, Result};
+use super::{open_safetensors, ConvertError, HfCheckpoint, Progress, Quant, Result};
 use crate::ggml::gguf::GgufMetadata;
 use crate::lfm2_audio::gguf_keys as K;
 use crate::lfm2_audio::safetensors::{Dtype, SafeTensors};
@@ -37,7 +37,7 @@ const DECODER_PREFIXES: [&str; 4] = [
     "audio_embedding",
 ];
 
-fn plan_one<'a>(src: &'a SafeTensors, src_name: &str, ty: OutType) -> Result<Planned<'a>> {
+fn plan_one<'a>(src: &'a SafeTensors, src_name: &str, ty: Quant) -> Result<Planned<'a>> {
     let view = src.tensor(src_name)?;
     if !matches!(view.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
         return Err(ConvertError::BadTensor {
@@ -64,7 +64,7 @@ fn plan_one<'a>(src: &'a SafeTensors, src_name: &str, ty: OutType) -> Result<Pla
 pub fn convert_vocoder(
     ckpt: &HfCheckpoint,
     out: &Path,
-    ty: OutType,
+    ty: Quant,
     progress: &mut dyn Progress,
 ) -> Result<()> {
     let cfg = &ckpt.config;
