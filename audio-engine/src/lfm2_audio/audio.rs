@@ -3,9 +3,14 @@
 //! Input: any WAV that `hound` can parse (PCM integer 8/16/24/32-bit, IEEE float 32-bit, plain
 //! or `WAVE_FORMAT_EXTENSIBLE`, any channel count, sample rates from [`MIN_SAMPLE_RATE`] to
 //! [`MAX_SAMPLE_RATE`]). Channels are averaged to mono (liquid-audio's `ChatState.add_audio` takes
-//! mono only, so averaging is the caller's usual downmix) and the result is resampled to
-//! [`INPUT_SAMPLE_RATE`] with [`resample`]. Output: 24 kHz mono 32-bit float WAVs, the
-//! detokenizer's native format.
+//! mono only; its data mapper reads WAVs as float32 and averages the channels, which this
+//! reproduces bit for bit for stereo) and the result is resampled to [`INPUT_SAMPLE_RATE`] with
+//! [`resample`], which is liquid-audio's resampler: `torchaudio.functional.resample` at its
+//! defaults (Hann-windowed sinc, width 6, roll-off 0.99), with torchaudio's float32 kernel
+//! rounding and output length. Matching it matters because liquid-audio puts every input that is
+//! not 16 kHz through that filter; a different one (even a sharper one) shifts the features
+//! enough to change greedy tokens where margins are small. 16 kHz input passes through
+//! untouched. Output: 24 kHz mono 32-bit float WAVs, the detokenizer's native format.
 //!
 //! Every malformed input maps to a typed [`AudioError`]; nothing here panics on bad data.
 
@@ -257,24 +262,12 @@ pub fn validate_samples(
 // Resampling
 // ---------------------------------------------------------------------------------------------
 
-/// Zero crossings of the low-pass sinc kept on each side of the kernel centre.
-///
-/// With [`RESAMPLE_ROLLOFF`] and [`RESAMPLE_KAISER_BETA`] these are resampy's `kaiser_best`
-/// parameters (also torchaudio's "kaiser_best" preset): stop-band attenuation beyond 100 dB and a
-/// pass band to about 90 % of the lower Nyquist frequency.
-pub const RESAMPLE_ZERO_CROSSINGS: usize = 64;
+/// Zero crossings of the low-pass sinc kept on each side of the kernel centre
+/// (torchaudio's `lowpass_filter_width`, default 6).
+pub const RESAMPLE_LOWPASS_FILTER_WIDTH: u32 = 6;
 /// Cut-off of the anti-aliasing low-pass as a fraction of the lower of the two Nyquist
-/// frequencies.
-pub const RESAMPLE_ROLLOFF: f64 = 0.947_593_716_739_959_6;
-/// Shape parameter of the Kaiser window applied to the sinc.
-pub const RESAMPLE_KAISER_BETA: f64 = 14.769_656_459_379_492;
-
-/// Largest exact polyphase table (phases x taps, f64 entries); rarer rate pairs whose table
-/// would be larger use the interpolated kernel instead.
-const MAX_PHASE_TABLE: usize = 1 << 20;
-/// Phases tabulated for rate pairs too irregular for an exact table; outputs blend the two
-/// nearest phases linearly.
-const INTERP_PHASES: usize = 512;
+/// frequencies (torchaudio's `rolloff`, default 0.99).
+pub const RESAMPLE_ROLLOFF: f64 = 0.99;
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {
     while b != 0 {
@@ -283,75 +276,151 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// Modified Bessel function of the first kind, order 0 (power series; converges quickly for the
-/// arguments a Kaiser window needs).
-fn bessel_i0(x: f64) -> f64 {
-    let half = x * 0.5;
-    let mut term = 1.0f64;
-    let mut sum = 1.0f64;
-    let mut k = 1.0f64;
-    loop {
-        term *= (half / k) * (half / k);
-        sum += term;
-        if term < sum * 1e-17 {
-            return sum;
-        }
-        k += 1.0;
-    }
+/// torchaudio's `sinc_interp_hann` kernel for one rate pair, built the way
+/// `torchaudio.functional.functional._get_sinc_resample_kernel` builds it for a float32 waveform.
+///
+/// With `orig = from / gcd` and `new = to / gcd`, output sample `m * new + k` is
+/// `sum_j padded[m * orig + j] * kernel[k][j]`, where `padded` is the input with `width` zeros
+/// in front, and tap `j` of phase `k` sits at
+/// `t = (-k / new + (j - width) / orig) * base_freq` (`base_freq = min(orig, new) * rolloff`),
+/// in units of the low-pass's zero crossings. Its value is
+/// `sinc(pi t) * cos(pi t / (2 * 6))^2 * base_freq / orig` for `|t| < 6`.
+///
+/// Precision: liquid-audio hands torchaudio float32 waveforms, and torchaudio then computes `t`
+/// in float32. For 44.1 kHz (`orig = 441`, `new = 160`) the cancellation in
+/// `-k / new + (j - width) / orig` leaves `t` off by up to ~2e-5 from its exact value, which moves
+/// the output by ~4e-6 of full scale: more than everything else together. So `t` is computed
+/// here with the same float32 operations in the same order (basic operations are correctly
+/// rounded, so these are bit-identical to torch's), and only the sine and cosine are evaluated in
+/// f64 (then rounded to f32, where torch's vectorised float32 routines are within an ulp of
+/// that). The taps are the f32 values torchaudio would hold; the convolution sums them in f64.
+///
+/// torchaudio keeps `2 * width + orig` taps per phase and clamps `t` to `[-6, 6]`; the clamped
+/// taps outside the window are below 1e-23 (`cos(pi / 2)^2` in float32 times `sin(6 pi)`), so
+/// only the taps with `|t| < 6` (a contiguous run, since `t` grows with `j`) are kept.
+struct SincKernel {
+    orig: usize,
+    new: usize,
+    width: usize,
+    /// Per phase `k`: index `j` of its first kept tap, and the range of its taps in `taps`.
+    phases: Vec<(usize, std::ops::Range<usize>)>,
+    taps: Vec<f64>,
 }
 
-/// The anti-aliasing kernel, as a function of the distance `x` in input samples.
-struct Kernel {
-    /// Cut-off in cycles per input sample times two (sinc zero crossings every `1/cutoff`).
-    cutoff: f64,
-    /// Half-width of the support in input samples.
-    half_width: f64,
-    i0_beta: f64,
-}
-
-impl Kernel {
+impl SincKernel {
     fn new(from: u32, to: u32) -> Self {
-        // Ratio of the lower of the two rates to the input rate: 1 when upsampling.
-        let ratio = f64::from(from.min(to)) / f64::from(from);
-        let cutoff = RESAMPLE_ROLLOFF * ratio;
+        let g = gcd(u64::from(from), u64::from(to));
+        let orig = (u64::from(from) / g) as usize;
+        let new = (u64::from(to) / g) as usize;
+        let lpw = RESAMPLE_LOWPASS_FILTER_WIDTH;
+        // Python floats (f64) as in torchaudio: base_freq, width and scale.
+        let base_freq = orig.min(new) as f64 * RESAMPLE_ROLLOFF;
+        let width = ((u64::from(lpw) * orig as u64) as f64 / base_freq).ceil() as usize;
+        let n_cols = 2 * width + orig;
+        // The float32 constants torch multiplies and divides the float32 tensors by.
+        let base_f32 = base_freq as f32;
+        let scale_f32 = (base_freq / orig as f64) as f32;
+        let lpw_f32 = lpw as f32;
+        let (orig_f32, new_f32, width_f32) = (orig as f32, new as f32, width as f32);
+        let pi = std::f32::consts::PI;
+
+        // t of tap j in phase k, rounded exactly as torch rounds it (before the clamp).
+        let position = |k: usize, j: usize| -> f32 {
+            let idx = (j as f32 - width_f32) / orig_f32;
+            let phase = -(k as f32) / new_f32;
+            (phase + idx) * base_f32
+        };
+        let tap = |t: f32| -> f64 {
+            let c = (f64::from(t * pi / lpw_f32 / 2.0)).cos() as f32;
+            let window = c * c;
+            let arg = t * pi;
+            let sinc = if arg == 0.0 {
+                1.0
+            } else {
+                (f64::from(arg)).sin() as f32 / arg
+            };
+            f64::from(sinc * (window * scale_f32))
+        };
+        let inside = |t: f32| t.abs() < lpw_f32;
+
+        let mut phases = Vec::with_capacity(new);
+        let mut taps = Vec::new();
+        for k in 0..new {
+            // The tap nearest the output instant (t close to 0), then outwards while |t| < 6.
+            let centre = width + (k * orig + new / 2) / new;
+            debug_assert!(inside(position(k, centre)));
+            let mut first = centre;
+            while first > 0 && inside(position(k, first - 1)) {
+                first -= 1;
+            }
+            let mut end = centre + 1;
+            while end < n_cols && inside(position(k, end)) {
+                end += 1;
+            }
+            let start = taps.len();
+            taps.extend((first..end).map(|j| tap(position(k, j))));
+            phases.push((first, start..taps.len()));
+        }
         Self {
-            cutoff,
-            half_width: RESAMPLE_ZERO_CROSSINGS as f64 / cutoff,
-            i0_beta: bessel_i0(RESAMPLE_KAISER_BETA),
+            orig,
+            new,
+            width,
+            phases,
+            taps,
         }
     }
 
-    fn eval(&self, x: f64) -> f64 {
-        let u = x / self.half_width;
-        if u.abs() >= 1.0 {
-            return 0.0;
+    /// torchaudio's output length for `n` input samples: `ceil(new * n / orig)`, evaluated as
+    /// it does (a Python float made a float32 tensor before the `ceil`, so for long inputs a small
+    /// fractional part can round away and the output is one sample shorter than the exact
+    /// ceiling), and no more than the convolution yields (`n / orig + 1` frames of `new`).
+    fn output_len(&self, n: usize) -> usize {
+        let (orig, new) = (self.orig as u64, self.new as u64);
+        let ratio = (new * n as u64) as f64 / orig as f64;
+        let target = f64::from(ratio as f32).ceil() as u64;
+        target.min((n as u64 / orig + 1) * new) as usize
+    }
+
+    fn apply(&self, samples: &[f32]) -> Vec<f32> {
+        let input: Vec<f64> = samples.iter().map(|&s| f64::from(s)).collect();
+        let n_out = self.output_len(samples.len());
+        let mut out = Vec::with_capacity(n_out);
+        for o in 0..n_out {
+            let (m, k) = (o / self.new, o % self.new);
+            let (first, range) = &self.phases[k];
+            // Padded index m * orig + first is input index m * orig + first - width.
+            let start = (m * self.orig + first) as i64 - self.width as i64;
+            out.push(dot(&input, start, &self.taps[range.clone()]) as f32);
         }
-        let arg = std::f64::consts::PI * self.cutoff * x;
-        let sinc = if arg == 0.0 { 1.0 } else { arg.sin() / arg };
-        let window = bessel_i0(RESAMPLE_KAISER_BETA * (1.0 - u * u).sqrt()) / self.i0_beta;
-        self.cutoff * sinc * window
+        out
     }
 }
 
-/// Resamples mono audio from `from` Hz to `to` Hz.
+/// Resamples mono audio from `from` Hz to `to` Hz exactly as liquid-audio does:
+/// `torchaudio.functional.resample(wave, from, to)` at its defaults (`sinc_interp_hann`,
+/// [`RESAMPLE_LOWPASS_FILTER_WIDTH`] = 6, [`RESAMPLE_ROLLOFF`] = 0.99) on a float32 waveform.
 ///
-/// The filter is a Kaiser-windowed sinc low-pass (see [`RESAMPLE_ZERO_CROSSINGS`],
-/// [`RESAMPLE_ROLLOFF`], [`RESAMPLE_KAISER_BETA`]) at the lower of the two Nyquist frequencies,
-/// applied as an exact rational polyphase filter: output sample `n` sits at input time
-/// `n * from / to`, and for the common rate pairs (8, 11.025, 22.05, 24, 32, 44.1, 48, 96 kHz...)
-/// each of the `to / gcd` phases gets its own exactly computed taps. Taps of every phase are
-/// normalised to sum to one so that DC passes unchanged. Samples outside the input count as zero.
-/// Rate pairs whose exact table would be very large (e.g. 44 101 Hz) use 512 evenly spaced
-/// phases instead and blend the two nearest linearly (kernel error below 1e-6).
-/// All arithmetic is f64 in a fixed order, so results are deterministic.
+/// liquid-audio's `ChatState.add_audio` (and its training data mapper) resample every input
+/// this way before the feature extractor, so the model sees audio with this filter's gentle band
+/// edge (for 16 kHz output: -0.1 dB at 6 kHz, -1.8 dB at 7 kHz, -5.9 dB at 7.9 kHz) and its
+/// modest stop band (a 9 kHz tone folds back at -17 dB, 12 kHz at -55 dB). A sharper filter
+/// gives other features and, where greedy margins are small, other tokens.
 ///
-/// liquid-audio itself resamples with `torchaudio.functional.resample` defaults (Hann-windowed
-/// sinc, 6 zero crossings, roll-off 0.99); this filter is longer and sharper, so for inputs not
-/// already at 16 kHz the two differ slightly, mostly near the 8 kHz band edge.
+/// The filter is a Hann-windowed sinc low-pass at `rolloff` times the lower of the two Nyquist
+/// frequencies, six zero crossings each side, applied as torchaudio applies it: a polyphase
+/// filter over the rates reduced by their gcd, output sample `n` at input time `n * from / to`
+/// (no delay), samples outside the input read as zero. Like torchaudio's, the taps are not
+/// normalised: the DC gain is about 1 + 5e-4 when downsampling. The kernel's float32 rounding
+/// is reproduced (torchaudio computes the tap positions in the waveform's dtype, and the
+/// cancellation in them is the largest float32 error for 44.1 kHz input); the convolution is
+/// summed in f64 in a fixed order, so results are deterministic and within a few 1e-7 of
+/// torchaudio's own float32 output.
 ///
-/// The output has `ceil(len * to / from)` samples: every output instant that falls inside the
-/// input. When `from == to` the input is returned unchanged, bit for bit. Rates outside
-/// [`MIN_SAMPLE_RATE`]`..=`[`MAX_SAMPLE_RATE`] are refused with
+/// The output has torchaudio's length, `ceil(len * to / from)` (the ratio rounded to float32
+/// first, as torchaudio does: for long inputs, e.g. from about 65 536 output samples for 44.1 kHz
+/// input, that can be one sample fewer).
+/// When `from == to` the input is returned unchanged, bit for bit (torchaudio returns the same
+/// tensor). Rates outside [`MIN_SAMPLE_RATE`]`..=`[`MAX_SAMPLE_RATE`] are refused with
 /// [`AudioError::UnsupportedFormat`].
 pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, AudioError> {
     if from == to && from != 0 {
@@ -362,75 +431,7 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, AudioEr
     if samples.is_empty() {
         return Ok(Vec::new());
     }
-    let g = gcd(u64::from(from), u64::from(to));
-    let up = u64::from(to) / g; // phases
-    let down = u64::from(from) / g;
-    let n_in = samples.len() as u64;
-    let n_out = (n_in * up).div_ceil(down) as usize;
-
-    let kernel = Kernel::new(from, to);
-    // Taps j in -(reach-1)..=reach around floor(t) cover every |x| < half_width.
-    let reach = kernel.half_width.ceil() as i64 + 1;
-    let n_taps = (2 * reach) as usize;
-    let input: Vec<f64> = samples.iter().map(|&s| f64::from(s)).collect();
-
-    let table_len = (up as usize).saturating_mul(n_taps);
-    let mut out = Vec::with_capacity(n_out);
-    if table_len <= MAX_PHASE_TABLE {
-        let table = phase_table(&kernel, up as usize, n_taps, reach);
-        for n in 0..n_out as u64 {
-            let pos = n * down;
-            let base = (pos / up) as i64;
-            let phase = (pos % up) as usize;
-            let taps = &table[phase * n_taps..(phase + 1) * n_taps];
-            out.push(dot(&input, base - (reach - 1), taps) as f32);
-        }
-    } else {
-        // Too many exact phases: tabulate INTERP_PHASES + 1 evenly spaced phases and blend the
-        // two neighbours of each output instant linearly (taps of each phase sum to one, so any
-        // blend does too).
-        let mut table = phase_table(&kernel, INTERP_PHASES, n_taps, reach);
-        table.extend(phase_taps(&kernel, 1.0, n_taps, reach));
-        for n in 0..n_out as u64 {
-            let pos = n * down;
-            let base = (pos / up) as i64;
-            let s = (pos % up) as f64 / up as f64 * INTERP_PHASES as f64;
-            let q = (s.floor() as usize).min(INTERP_PHASES - 1);
-            let a = s - q as f64;
-            let lo = &table[q * n_taps..(q + 1) * n_taps];
-            let hi = &table[(q + 1) * n_taps..(q + 2) * n_taps];
-            let start = base - (reach - 1);
-            let y = (1.0 - a) * dot(&input, start, lo) + a * dot(&input, start, hi);
-            out.push(y as f32);
-        }
-    }
-    Ok(out)
-}
-
-/// Normalised taps of the kernel at fractional offset `frac` (0 <= frac <= 1) for taps
-/// j in -(reach-1)..=reach.
-fn phase_taps(kernel: &Kernel, frac: f64, n_taps: usize, reach: i64) -> Vec<f64> {
-    let mut taps: Vec<f64> = (0..n_taps)
-        .map(|i| kernel.eval(frac - (i as i64 - (reach - 1)) as f64))
-        .collect();
-    normalise(&mut taps);
-    taps
-}
-
-/// `phases` evenly spaced phases k/phases (k = 0..phases), each `n_taps` wide, concatenated.
-fn phase_table(kernel: &Kernel, phases: usize, n_taps: usize, reach: i64) -> Vec<f64> {
-    (0..phases)
-        .flat_map(|k| phase_taps(kernel, k as f64 / phases as f64, n_taps, reach))
-        .collect()
-}
-
-fn normalise(taps: &mut [f64]) {
-    let sum: f64 = taps.iter().sum();
-    if sum != 0.0 {
-        for tap in taps.iter_mut() {
-            *tap /= sum;
-        }
-    }
+    Ok(SincKernel::new(from, to).apply(samples))
 }
 
 /// `sum(input[start + i] * taps[i])`, with input outside its bounds read as zero.
