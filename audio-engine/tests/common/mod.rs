@@ -6,3 +6,4 @@
 
 pub mod lfm2_tiny;
 pub mod package;
+pub mod upstream;
