@@ -54,7 +54,7 @@ fn open_checkpoint(dir: &Path) -> HfCheckpoint {
 fn convert(dir: &Path, ty: Quant, out: &Path) -> usize {
     let ckpt = open_checkpoint(dir);
     let mut count = Count(0);
-    convert_mmproj(&ckpt, out, ty, &mut count).expect("convert_mmproj");
+    convert_mmproj(&ckpt, out, "Tiny", ty, &mut count).expect("convert_mmproj");
     count.0
 }
 
@@ -429,7 +429,14 @@ fn converter_names_a_missing_checkpoint_tensor() {
     drop(src);
     w.write(ckpt_dir.join("model.safetensors")).unwrap();
     let ckpt = open_checkpoint(&ckpt_dir);
-    let err = convert_mmproj(&ckpt, &dir.join("out.gguf"), Quant::F32, &mut Count(0)).unwrap_err();
+    let err = convert_mmproj(
+        &ckpt,
+        &dir.join("out.gguf"),
+        "Tiny",
+        Quant::F32,
+        &mut Count(0),
+    )
+    .unwrap_err();
     match err {
         ConvertError::BadTensor { file, tensor, .. } => {
             assert_eq!(file, ckpt_dir.join("model.safetensors"));

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::quantize::{hf_converter_type, llama_quantize_type};
 use super::tokenizer_json::BpeVocab;
-use super::write::{ggml_shape, write_gguf, Planned};
+use super::write::{ggml_shape, param_count, size_label, write_gguf, Planned};
 use super::{ConvertError, HfCheckpoint, Progress, Quant, Result};
 use crate::ggml::gguf::GgufMetadata;
 use crate::ggml::GgmlType;
@@ -294,11 +294,17 @@ pub(crate) fn plan_lfm2<'a>(
     Ok(out)
 }
 
-/// The common head of an LFM2 file's metadata: architecture, type and name.
-pub(crate) fn general_keys(md: &mut GgufMetadata, name: &str) -> crate::ggml::gguf::Result<()> {
+/// The common head of an LFM2 file's metadata: architecture, type, name and gguf-py's size
+/// label of the tensors in `plan`.
+pub(crate) fn general_keys(
+    md: &mut GgufMetadata,
+    name: &str,
+    plan: &[Planned<'_>],
+) -> crate::ggml::gguf::Result<()> {
     md.insert(K::GENERAL_ARCHITECTURE, LFM2_ARCH)?;
     md.insert(K::GENERAL_TYPE, "model")?;
     md.insert(K::GENERAL_NAME, name)?;
+    md.insert(K::GENERAL_SIZE_LABEL, size_label(param_count(plan)))?;
     Ok(())
 }
 
@@ -362,7 +368,7 @@ pub fn convert_backbone(
     }
     let plan = plan_lfm2(&ckpt.model, &entries, ty)?;
     let mut md = GgufMetadata::new();
-    general_keys(&mut md, model_name)?;
+    general_keys(&mut md, model_name, &plan)?;
     hp.write_keys(&mut md, ty)?;
     md.insert(K::GENERAL_QUANTIZATION_VERSION, QUANTIZATION_VERSION)?;
     vocab.write_keys(&mut md, "lfm2")?;

@@ -88,7 +88,7 @@ pub fn convert_detokenizer(
     }
     let plan = plan_lfm2(&st, &entries, ty)?;
     let mut md = GgufMetadata::new();
-    general_keys(&mut md, model_name)?;
+    general_keys(&mut md, model_name, &plan)?;
     hp.write_keys(&mut md, ty)?;
     md.insert(KEY_SLIDING_WINDOW, sliding_window)?;
     md.insert(KEY_EMBEDDING_LENGTH_OUT, output_size)?;

@@ -202,25 +202,6 @@ fn file_type(ty: Quant) -> u32 {
     }
 }
 
-/// gguf-py's `size_label` for a dense model: e.g. `553M`, `1.5B`.
-fn size_label(n: u64) -> String {
-    let n = n as f64;
-    let (scaled, suffix) = if n > 1e12 {
-        (n * 1e-12, "T")
-    } else if n > 1e9 {
-        (n * 1e-9, "B")
-    } else if n > 1e6 {
-        (n * 1e-6, "M")
-    } else {
-        (n * 1e-3, "K")
-    };
-    let int_digits = format!("{}", scaled.round() as u64)
-        .trim_start_matches('0')
-        .len();
-    let fix = 2usize.saturating_sub(int_digits);
-    format!("{scaled:.fix$}{suffix}")
-}
-
 /// Where a planned tensor's values come from.
 enum Source {
     /// A checkpoint tensor, as stored (reshaped only).
@@ -415,6 +396,7 @@ fn encode(values: &[f32], ty: GgmlType, ne0: usize) -> io::Result<Vec<u8>> {
 pub fn convert_mmproj(
     ckpt: &HfCheckpoint,
     out: &Path,
+    model_name: &str,
     ty: Quant,
     progress: &mut dyn Progress,
 ) -> Result<()> {
@@ -432,15 +414,11 @@ pub fn convert_mmproj(
     let mut w = GgufWriter::new();
     w.add_kv(K::GENERAL_ARCHITECTURE, "clip")?;
     w.add_kv(K::GENERAL_TYPE, "mmproj")?;
-    let name = ckpt
-        .dir
-        .canonicalize()
-        .unwrap_or_else(|_| ckpt.dir.clone())
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "model".to_owned());
-    w.add_kv(K::GENERAL_NAME, name)?;
-    w.add_kv(K::GENERAL_SIZE_LABEL, size_label(total_params))?;
+    w.add_kv(K::GENERAL_NAME, model_name)?;
+    w.add_kv(
+        K::GENERAL_SIZE_LABEL,
+        super::write::size_label(total_params),
+    )?;
     w.add_kv(K::GENERAL_FILE_TYPE, file_type(ty))?;
     w.add_kv(K::CLIP_HAS_AUDIO_ENCODER, true)?;
     let u32_of = |key: &str, v: u64| -> Result<u32> {
@@ -588,12 +566,5 @@ mod tests {
             ),
             GgmlType::Q8_0
         );
-    }
-
-    #[test]
-    fn size_labels() {
-        assert_eq!(size_label(553_000_000), "553M");
-        assert_eq!(size_label(1_470_000_000), "1.5B");
-        assert_eq!(size_label(12_345), "12K");
     }
 }

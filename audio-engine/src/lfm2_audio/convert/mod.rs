@@ -250,7 +250,7 @@ pub fn convert_files(
         backbone::convert_backbone(&ckpt, &paths.backbone, model_name, ty, progress)?;
     }
     if parts.mmproj {
-        mmproj_step(&ckpt, &paths.mmproj, ty, progress)?;
+        mmproj_step(&ckpt, &paths.mmproj, model_name, ty, progress)?;
     }
     if parts.vocoder {
         vocoder::convert_vocoder(&ckpt, &paths.vocoder, ty, progress)?;
@@ -265,8 +265,9 @@ pub fn convert_files(
 fn mmproj_step(
     ckpt: &HfCheckpoint,
     out: &Path,
+    model_name: &str,
     ty: OutType,
     progress: &mut dyn Progress,
 ) -> Result<()> {
-    mmproj::convert_mmproj(ckpt, out, ty, progress)
+    mmproj::convert_mmproj(ckpt, out, model_name, ty, progress)
 }

@@ -217,6 +217,10 @@ impl BpeVocab {
         let bos = cfg_str("bos_token").or_else(|| cfg_str("cls_token"));
         let eos = cfg_str("eos_token").or_else(|| cfg_str("sep_token"));
         let cls = cfg_str("cls_token");
+        let sep = cfg_str("sep_token");
+        // why: gguf-py names the EOS token as the separator when the pair template separates
+        // with it and `tokenizer_config.json` names none.
+        let mut sep_is_eos = false;
         if let Some(pp) = tok.get("post_processor").filter(|p| p.is_object()) {
             let procs: Vec<&Value> = match pp.get("processors").and_then(Value::as_array) {
                 Some(a) => a.iter().collect(),
@@ -237,18 +241,28 @@ impl BpeVocab {
                                 .and_then(Value::as_str)
                                 .map(str::to_owned)
                         };
+                        let (mut first, mut last) = (None, None);
                         if let Some(single) = single.filter(|s| s.len() > 1) {
-                            if let Some(first) = single.first().and_then(special_id) {
+                            first = single.first().and_then(special_id);
+                            if let Some(first) = &first {
                                 let is_bos =
-                                    Some(&first) == bos.as_ref() || Some(&first) == cls.as_ref();
+                                    Some(first) == bos.as_ref() || Some(first) == cls.as_ref();
                                 self.set_add("bos", is_bos || tok_cfg.is_none());
                             }
-                            if let Some(last) = single.last().and_then(special_id) {
+                            last = single.last().and_then(special_id);
+                            if let Some(last) = &last {
                                 self.set_add(
                                     "eos",
-                                    Some(&last) == eos.as_ref() || tok_cfg.is_none(),
+                                    Some(last) == eos.as_ref() || tok_cfg.is_none(),
                                 );
                             }
+                        }
+                        let pair = p.get("pair").and_then(Value::as_array);
+                        if let Some(add_sep) =
+                            pair_separator(pair, &first, &last, &[&sep, &eos], &special_id)
+                        {
+                            self.set_add("sep", add_sep);
+                            sep_is_eos = add_sep && sep.is_none() && tok_cfg.is_some();
                         }
                     }
                     _ => {}
@@ -263,10 +277,18 @@ impl BpeVocab {
             _ => read_template_file(dir)?,
         };
         for (kind, _) in SPECIAL_KINDS {
+            // why: where the post-processor already decided, gguf-py keeps its answer over
+            // `add_<kind>_token` (it warns about the mismatch and "opts for the latter").
             if let Some(Value::Bool(b)) = cfg.get(format!("add_{kind}_token")) {
-                self.set_add(kind, *b);
+                if !self.add_special.iter().any(|(k, _)| k == kind) {
+                    self.set_add(kind, *b);
+                }
             }
-            let Some(content) = entry_content(cfg.get(format!("{kind}_token"))) else {
+            let content = match entry_content(cfg.get(format!("{kind}_token"))) {
+                None if kind == "sep" && sep_is_eos => eos.clone(),
+                c => c,
+            };
+            let Some(content) = content else {
                 continue;
             };
             let id = added
@@ -324,6 +346,47 @@ impl BpeVocab {
         }
         Ok(())
     }
+}
+
+/// Whether a `TemplateProcessing` pair template `A <sep> B` (or `A <sep> <sep> B`) puts a
+/// separator between its sequences, the way gguf-py's `SpecialVocab` reads it: the single
+/// template's leading/trailing special tokens (`first`, `last`) are stripped from the pair's ends
+/// first, and a separator counts when it is one of `seps` (and, for a lone one, when the single
+/// template has no trailing token). `None` when the template has no such middle part.
+fn pair_separator(
+    pair: Option<&Vec<Value>>,
+    first: &Option<String>,
+    last: &Option<String>,
+    seps: &[&Option<String>],
+    special_id: &dyn Fn(&Value) -> Option<String>,
+) -> Option<bool> {
+    let mut pair: &[Value] = pair?;
+    if first.is_some() && pair.first().and_then(special_id) == *first {
+        pair = &pair[1..];
+    }
+    if last.is_some() && pair.last().and_then(special_id) == *last {
+        pair = &pair[..pair.len() - 1];
+    }
+    let sequence = |v: &Value| {
+        v.get("Sequence")
+            .and_then(|s| s.get("id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    if pair.len() < 3
+        || sequence(&pair[0]).as_deref() != Some("A")
+        || sequence(&pair[pair.len() - 1]).as_deref() != Some("B")
+    {
+        return None;
+    }
+    let middle = &pair[1..pair.len() - 1];
+    let is_sep =
+        |v: &Value| special_id(v).is_some_and(|t| seps.iter().any(|s| s.as_ref() == Some(&t)));
+    let mut add_sep = is_sep(&middle[0]) && last.is_none();
+    if middle.len() == 2 && is_sep(&middle[1]) {
+        add_sep = true;
+    }
+    Some(add_sep)
 }
 
 fn read_template_file(dir: &Path) -> Result<Option<String>> {

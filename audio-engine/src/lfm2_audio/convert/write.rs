@@ -83,3 +83,39 @@ pub(crate) fn write_gguf(
         .map_err(|e| ConvertError::Gguf(e.with_path(path)))?;
     Ok(())
 }
+
+/// gguf-py's `size_label` for a dense model: e.g. `553M`, `1.5B`.
+pub(crate) fn size_label(n: u64) -> String {
+    let n = n as f64;
+    let (scaled, suffix) = if n > 1e12 {
+        (n * 1e-12, "T")
+    } else if n > 1e9 {
+        (n * 1e-9, "B")
+    } else if n > 1e6 {
+        (n * 1e-6, "M")
+    } else {
+        (n * 1e-3, "K")
+    };
+    let int_digits = format!("{}", scaled.round() as u64)
+        .trim_start_matches('0')
+        .len();
+    let fix = 2usize.saturating_sub(int_digits);
+    format!("{scaled:.fix$}{suffix}")
+}
+
+/// The parameter count gguf-py labels a file with: every written tensor's elements.
+pub(crate) fn param_count(plan: &[Planned<'_>]) -> u64 {
+    plan.iter().map(|t| t.shape.iter().product::<u64>()).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::size_label;
+
+    #[test]
+    fn size_labels() {
+        assert_eq!(size_label(553_000_000), "553M");
+        assert_eq!(size_label(1_470_000_000), "1.5B");
+        assert_eq!(size_label(12_345), "12K");
+    }
+}
