@@ -1,0 +1,269 @@
+//! Server settings: command-line flags over a TOML or JSON config file over defaults.
+
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+use serde::Deserialize;
+
+/// `serve`: an HTTP server for LFM2-Audio voice assistants.
+#[derive(Debug, Clone, Parser, Default)]
+#[command(name = "serve", version, about)]
+pub struct Cli {
+    /// Model package directory (the four GGUF files); without it (and without `models` in the
+    /// config file) the built-in demo package is served.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Config file (`.toml` or `.json`); flags override it.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Model id prefix for `--model` (ids `<id>-s2s`, `<id>-asr`, `<id>-tts`).
+    #[arg(long)]
+    pub model_id: Option<String>,
+    /// Listen address.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Listen port (0: any free port).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Sessions per loaded model (parallel requests).
+    #[arg(long)]
+    pub slots: Option<usize>,
+    /// Compute threads per model.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Longest wait for a free session, ms (0: unbounded); a request may ask for less.
+    #[arg(long)]
+    pub busy_timeout_ms: Option<u64>,
+    /// Most requests waiting for a session per model; more are answered 503 at once.
+    #[arg(long)]
+    pub max_queue: Option<usize>,
+    /// Largest request body, bytes.
+    #[arg(long)]
+    pub max_body_bytes: Option<usize>,
+    /// Longest audio input, seconds.
+    #[arg(long)]
+    pub max_audio_seconds: Option<f64>,
+    /// Largest `max_tokens` a request may ask for.
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    /// Most concurrent streamed responses.
+    #[arg(long)]
+    pub max_streams: Option<usize>,
+    /// CORS origins (`*` for any); CORS is off without this.
+    #[arg(long = "cors-origin")]
+    pub cors_origins: Vec<String>,
+    /// API key required as `Authorization: Bearer KEY` (also env `SERVE_API_KEY`).
+    #[arg(long, env = "SERVE_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Directory whose files requests may name as server-side audio paths (off without it).
+    #[arg(long)]
+    pub audio_dir: Option<PathBuf>,
+    /// On SIGTERM/SIGINT, how long in-flight requests may run before they are cut, ms.
+    #[arg(long)]
+    pub shutdown_timeout_ms: Option<u64>,
+}
+
+/// One served model entry.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelEntry {
+    /// The id requests name.
+    pub id: String,
+    /// Package directory; absent: the demo package.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// Model family (only `lfm2_audio`).
+    #[serde(default = "default_family")]
+    pub family: String,
+    /// `s2s`, `asr` or `tts`.
+    #[serde(default = "default_task")]
+    pub task: String,
+    /// `offline` or `streaming` (informational: every entry streams).
+    #[serde(default = "default_mode")]
+    pub mode: String,
+}
+
+fn default_family() -> String {
+    "lfm2_audio".into()
+}
+fn default_task() -> String {
+    "s2s".into()
+}
+fn default_mode() -> String {
+    "streaming".into()
+}
+
+/// The config file.
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct FileConfig {
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub threads: Option<usize>,
+    pub slots: Option<usize>,
+    pub busy_timeout_ms: Option<u64>,
+    pub max_queue: Option<usize>,
+    pub max_request_body_bytes: Option<usize>,
+    pub max_audio_seconds: Option<f64>,
+    pub max_tokens: Option<usize>,
+    pub max_streams: Option<usize>,
+    pub cors_origins: Vec<String>,
+    pub api_key: Option<String>,
+    pub audio_dir: Option<PathBuf>,
+    pub shutdown_timeout_ms: Option<u64>,
+    pub prefill_slots: Option<usize>,
+    pub kept_questions: Option<usize>,
+    pub models: Vec<ModelEntry>,
+}
+
+impl FileConfig {
+    /// Reads a `.json` file as JSON, anything else as TOML.
+    pub fn read(path: &Path) -> anyhow::Result<FileConfig> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))?;
+        let cfg = if path.extension().is_some_and(|e| e == "json") {
+            serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        } else {
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?
+        };
+        Ok(cfg)
+    }
+}
+
+/// Resolved settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub host: String,
+    pub port: u16,
+    pub threads: usize,
+    pub slots: usize,
+    pub busy_timeout_ms: u64,
+    pub max_queue: usize,
+    pub max_body_bytes: usize,
+    pub max_audio_seconds: f64,
+    pub max_tokens: usize,
+    pub max_streams: usize,
+    pub cors_origins: Vec<String>,
+    pub api_key: Option<String>,
+    pub audio_dir: Option<PathBuf>,
+    pub shutdown_timeout_ms: u64,
+    pub prefill_slots: usize,
+    pub kept_questions: usize,
+    pub models: Vec<ModelEntry>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            slots: 2,
+            busy_timeout_ms: 300_000,
+            max_queue: 64,
+            max_body_bytes: 64 << 20,
+            max_audio_seconds: 60.0,
+            max_tokens: 4096,
+            max_streams: 64,
+            cors_origins: Vec::new(),
+            api_key: None,
+            audio_dir: None,
+            shutdown_timeout_ms: 10_000,
+            prefill_slots: 4,
+            kept_questions: 32,
+            models: Vec::new(),
+        }
+    }
+}
+
+/// The three entries (`<id>-s2s`, `<id>-asr`, `<id>-tts`) of one package.
+pub fn entries_for(id: &str, path: Option<PathBuf>) -> Vec<ModelEntry> {
+    ["s2s", "asr", "tts"]
+        .iter()
+        .map(|t| ModelEntry {
+            id: format!("{id}-{t}"),
+            path: path.clone(),
+            family: default_family(),
+            task: (*t).into(),
+            mode: default_mode(),
+        })
+        .collect()
+}
+
+impl Settings {
+    /// Flags over the config file over the defaults.
+    pub fn resolve(cli: &Cli) -> anyhow::Result<Settings> {
+        let file = match &cli.config {
+            Some(p) => FileConfig::read(p)?,
+            None => FileConfig::default(),
+        };
+        let d = Settings::default();
+        let mut models = file.models;
+        if let Some(m) = &cli.model {
+            let id = cli.model_id.clone().unwrap_or_else(|| "lfm2-audio".into());
+            models = entries_for(&id, Some(m.clone()));
+        }
+        if models.is_empty() {
+            let id = cli.model_id.clone().unwrap_or_else(|| "lfm2-audio".into());
+            models = entries_for(&id, None);
+        }
+        for m in &models {
+            if m.family != "lfm2_audio" {
+                anyhow::bail!(
+                    "model `{}`: family `{}` is not served (only lfm2_audio)",
+                    m.id,
+                    m.family
+                );
+            }
+            if !["s2s", "asr", "tts"].contains(&m.task.as_str()) {
+                anyhow::bail!("model `{}`: task `{}` is not s2s, asr or tts", m.id, m.task);
+            }
+            if !["offline", "streaming"].contains(&m.mode.as_str()) {
+                anyhow::bail!(
+                    "model `{}`: mode `{}` is not offline or streaming",
+                    m.id,
+                    m.mode
+                );
+            }
+        }
+        let s = Settings {
+            host: cli.host.clone().or(file.host).unwrap_or(d.host),
+            port: cli.port.or(file.port).unwrap_or(d.port),
+            threads: cli.threads.or(file.threads).unwrap_or(d.threads).max(1),
+            slots: cli.slots.or(file.slots).unwrap_or(d.slots).clamp(1, 64),
+            busy_timeout_ms: cli
+                .busy_timeout_ms
+                .or(file.busy_timeout_ms)
+                .unwrap_or(d.busy_timeout_ms),
+            max_queue: cli.max_queue.or(file.max_queue).unwrap_or(d.max_queue),
+            max_body_bytes: cli
+                .max_body_bytes
+                .or(file.max_request_body_bytes)
+                .unwrap_or(d.max_body_bytes),
+            max_audio_seconds: cli
+                .max_audio_seconds
+                .or(file.max_audio_seconds)
+                .unwrap_or(d.max_audio_seconds),
+            max_tokens: cli.max_tokens.or(file.max_tokens).unwrap_or(d.max_tokens),
+            max_streams: cli
+                .max_streams
+                .or(file.max_streams)
+                .unwrap_or(d.max_streams),
+            cors_origins: if cli.cors_origins.is_empty() {
+                file.cors_origins
+            } else {
+                cli.cors_origins.clone()
+            },
+            api_key: cli.api_key.clone().or(file.api_key),
+            audio_dir: cli.audio_dir.clone().or(file.audio_dir),
+            shutdown_timeout_ms: cli
+                .shutdown_timeout_ms
+                .or(file.shutdown_timeout_ms)
+                .unwrap_or(d.shutdown_timeout_ms),
+            prefill_slots: file.prefill_slots.unwrap_or(d.prefill_slots),
+            kept_questions: file.kept_questions.unwrap_or(d.kept_questions),
+            models,
+        };
+        Ok(s)
+    }
+}

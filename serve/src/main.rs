@@ -1,0 +1,3 @@
+fn main() {
+    serve::main_with_args(std::env::args_os())
+}

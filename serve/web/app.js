@@ -1,0 +1,1 @@
+// voice page: not written yet
