@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -353,7 +353,12 @@ async fn not_found(req: Request) -> ApiError {
 
 /// The router over `state`.
 pub fn router(state: Arc<AppState>) -> Router {
-    let mut app = Router::new()
+    router_with(state, Router::new())
+}
+
+/// [`router`] with `extra` routes behind the same layers (auth, limits, metrics, panics).
+pub fn router_with(state: Arc<AppState>, extra: Router<Arc<AppState>>) -> Router {
+    let mut app = extra
         .route("/", get(page))
         .route("/app.js", get(page_js))
         .route("/health", get(health))
@@ -419,16 +424,19 @@ pub async fn start(settings: Settings, preloaded: Option<Lfm2Audio>) -> anyhow::
     let state = Arc::new(tokio::task::block_in_place(|| {
         build_state(settings, preloaded)
     })?);
-    start_with_state(state).await
+    start_with_state(state, Router::new()).await
 }
 
-/// [`start`] over a built state.
-pub async fn start_with_state(state: Arc<AppState>) -> anyhow::Result<Running> {
+/// [`start`] over a built state, with `extra` routes (tests add failing ones).
+pub async fn start_with_state(
+    state: Arc<AppState>,
+    extra: Router<Arc<AppState>>,
+) -> anyhow::Result<Running> {
     let listener =
         tokio::net::TcpListener::bind((state.settings.host.as_str(), state.settings.port)).await?;
     let addr = listener.local_addr()?;
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let app = router(state.clone());
+    let app = router_with(state.clone(), extra);
     let st = state.clone();
     let handle = tokio::spawn(async move {
         let deadline = Duration::from_millis(st.settings.shutdown_timeout_ms);
@@ -496,6 +504,7 @@ where
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -521,9 +530,4 @@ where
     });
     rt.shutdown_timeout(Duration::from_secs(1));
     std::process::exit(code);
-}
-
-/// Unused-status guard for handlers returning plain statuses.
-pub fn status_json(status: StatusCode, v: Value) -> Response {
-    (status, Json(v)).into_response()
 }

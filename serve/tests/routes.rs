@@ -1,0 +1,549 @@
+//! Every route over loopback HTTP on the demo package: response shapes field by field, and
+//! every error status (400, 401, 404, 413, 500, 503) with its envelope.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use serve::config::Settings;
+
+use common::*;
+
+fn task(model: &str, request: Value) -> Value {
+    json!({"model": model, "request": request})
+}
+
+fn s2s_req(i: usize, max_tokens: usize) -> Value {
+    json!({"audio": b64(&question(i)), "max_tokens": max_tokens, "seed": 3})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_models_metrics_and_the_task_routes() {
+    let srv = server().await;
+    let c = reqwest::Client::new();
+    let h: Value = c
+        .get(url(&srv, "/health"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(h["status"], "ok");
+    assert_eq!(h["models"], 3);
+    assert!(h["backend"].is_string());
+    assert_eq!(h["ui_management"], false);
+
+    let m: Value = c
+        .get(url(&srv, "/v1/models"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(m["object"], "list");
+    let ids: Vec<_> = m["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids, ["lfm2-audio-s2s", "lfm2-audio-asr", "lfm2-audio-tts"]);
+    let e = &m["data"][0];
+    for (k, v) in [
+        ("object", json!("model")),
+        ("owned_by", json!("engine")),
+        ("family", json!("lfm2_audio")),
+        ("task", json!("s2s")),
+        ("mode", json!("streaming")),
+        ("loaded", json!(true)),
+        ("slots", json!(2)),
+        ("active_slots", json!(0)),
+        ("queued_requests", json!(0)),
+        ("max_parallel_slots", json!(2)),
+    ] {
+        assert_eq!(e[k], v, "{k}");
+    }
+    assert!(e["path"].is_string());
+    assert!(e.get("session_options").is_none());
+    let m: Value = c
+        .get(url(&srv, "/v1/models?include_session_options=true"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(m["data"][0]["session_options"]["prefill_slots"], 4);
+
+    // s2s offline; without return_codes no artifact.
+    let r: Value = c
+        .post(url(&srv, "/v1/tasks/run"))
+        .json(&task("lfm2-audio-s2s", s2s_req(0, 30)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(r["text"].is_string());
+    assert_eq!(r["language"], "en");
+    assert_eq!(r["sample_rate"], 24_000);
+    assert_eq!(r["channels"], 1);
+    let wav = unb64(r["audio"].as_str().unwrap());
+    assert_eq!(&wav[..4], b"RIFF");
+    assert!(r.get("artifacts").is_none());
+    for k in ["wall_ms", "audio_duration_ms", "rtf"] {
+        assert!(r["timing"][k].is_number(), "{k}");
+    }
+    // The same request streamed without SSE: events + result, same bytes.
+    let s: Value = c
+        .post(url(&srv, "/v1/tasks/stream"))
+        .json(&task("lfm2-audio-s2s", s2s_req(0, 30)))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(s["result"]["audio"], r["audio"]);
+    assert_eq!(s["result"]["text"], r["text"]);
+    assert!(s["result"]["timing"]["ttft_ms"].is_number());
+    let events = s["events"].as_array().unwrap();
+    assert_eq!(events.last().unwrap()["is_final"], true);
+    let audio: Vec<i16> = events
+        .iter()
+        .filter_map(|e| e["audio"].as_str())
+        .flat_map(|a| wav_i16(&unb64(a)))
+        .collect();
+    assert_eq!(audio, wav_i16(&wav));
+
+    // asr and tts.
+    let a: Value = c
+        .post(url(&srv, "/v1/tasks/run"))
+        .json(&task(
+            "lfm2-audio-asr",
+            json!({"audio": b64(&question(1)), "max_tokens": 20}),
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(a["text"].is_string());
+    assert!(a.get("audio").is_none());
+    assert!((a["timing"]["audio_duration_ms"].as_f64().unwrap() - 2000.0).abs() < 1.0);
+    let t: Value = c
+        .post(url(&srv, "/v1/tasks/run"))
+        .json(&task(
+            "lfm2-audio-tts",
+            json!({"text": "Hello there.", "voice_id": "uk-male", "max_tokens": 40}),
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(&unb64(t["audio"].as_str().unwrap())[..4], b"RIFF", "{t}");
+
+    let metrics = c.get(url(&srv, "/metrics")).send().await.unwrap();
+    assert!(metrics.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    let metrics = metrics.text().await.unwrap();
+    for needle in [
+        "serve_requests_total{route=\"/v1/tasks/run\",status=\"200\"} 3",
+        "serve_requests_total{route=\"/health\",status=\"200\"} 1",
+        "serve_queue_depth{model=",
+        "serve_time_to_first_audio_seconds_bucket",
+        "serve_real_time_factor_count",
+        "serve_prefill_positions_resumed_total",
+        "serve_questions_reused_total",
+    ] {
+        assert!(metrics.contains(needle), "{needle} in\n{metrics}");
+    }
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_requests_are_400_naming_the_problem() {
+    let mut s = settings();
+    s.max_tokens = 9000;
+    let srv = server_with(s).await;
+    let c = reqwest::Client::new();
+    let run = url(&srv, "/v1/tasks/run");
+    let cases: Vec<(Value, &str)> = vec![
+        (
+            json!({"model": "lfm2-audio-s2s", "request": {"audio": b64(&question(0)), "bogus_field": 1}}),
+            "bogus_field",
+        ),
+        (
+            json!({"model": "lfm2-audio-s2s", "request": {}, "extra": true}),
+            "extra",
+        ),
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)), "options": {"beam": 2}}),
+            ),
+            "beam",
+        ),
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)), "options": {"return_codes": "yes"}}),
+            ),
+            "return_codes",
+        ),
+        (
+            task(
+                "lfm2-audio-asr",
+                json!({"audio": b64(&question(0)), "options": {"return_codes": true}}),
+            ),
+            "return_codes",
+        ),
+        (task("lfm2-audio-s2s", json!({"text": "hi"})), "text"),
+        (task("lfm2-audio-s2s", json!({})), "audio"),
+        (
+            task("lfm2-audio-s2s", json!({"audio": "/etc/passwd"})),
+            "--audio-dir",
+        ),
+        (
+            task("lfm2-audio-s2s", json!({"audio": b64(&vec![7u8; 400])})),
+            "RIFF",
+        ),
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)), "max_tokens": 0}),
+            ),
+            "max_tokens",
+        ),
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)), "max_tokens": 9001}),
+            ),
+            "limit",
+        ),
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)), "language": "fr"}),
+            ),
+            "language",
+        ),
+        (
+            task("lfm2-audio-tts", json!({"text": "hi", "voice_id": "alloy"})),
+            "alloy",
+        ),
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)),
+            "artifacts": [{"id": "lfm2_audio.question", "kind": "custom", "payload": b64(&question(1))},
+                          {"id": "lfm2_audio.reply", "kind": "acoustic_tokens", "payload": b64(&[1, 0, 0, 0]), "meta": {"format": "x"}}]}),
+            ),
+            "meta",
+        ),
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)),
+            "artifacts": [{"id": "lfm2_audio.question", "kind": "speaker_embedding", "payload": ""}]}),
+            ),
+            "speaker_embedding",
+        ),
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)),
+            "artifacts": [{"id": "other", "kind": "custom", "payload": ""}]}),
+            ),
+            "other",
+        ),
+        // Capacity: the prompt plus 8192 steps do not fit the 8192-step conversation.
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"audio": b64(&question(0)), "max_tokens": 8192}),
+            ),
+            "8192",
+        ),
+    ];
+    for (body, needle) in cases {
+        let resp = c.post(&run).json(&body).send().await.unwrap();
+        let msg = expect_error(resp, 400, "invalid_request_error").await;
+        assert!(msg.contains(needle), "`{needle}` not in `{msg}`");
+        let _ = body;
+    }
+    let resp = c.post(&run).body("{not json").send().await.unwrap();
+    expect_error(resp, 400, "invalid_request_error").await;
+    let resp = c.post(url(&srv, "/v1/tasks/stream"))
+        .json(&json!({"model": "lfm2-audio-s2s", "stream_format": "ndjson", "request": s2s_req(0, 5)}))
+        .send().await.unwrap();
+    assert!(expect_error(resp, 400, "invalid_request_error")
+        .await
+        .contains("ndjson"));
+    // A bad request to the SSE route is still answered with its status, before any event.
+    let resp = c.post(url(&srv, "/v1/tasks/stream"))
+        .json(&json!({"model": "lfm2-audio-s2s", "stream_format": "sse", "request": {"audio": b64(&question(0)), "max_tokens": 8192}}))
+        .send().await.unwrap();
+    expect_error(resp, 400, "invalid_request_error").await;
+    // 404: unknown model, unknown route.
+    let resp = c
+        .post(&run)
+        .json(&task("nope", s2s_req(0, 5)))
+        .send()
+        .await
+        .unwrap();
+    assert!(expect_error(resp, 404, "not_found")
+        .await
+        .contains("unknown model id: nope"));
+    let resp = c.get(url(&srv, "/v2/none")).send().await.unwrap();
+    expect_error(resp, 404, "not_found").await;
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_auth_paths_panics_and_cors() {
+    let dir = std::env::temp_dir().join(format!("serve-audio-dir-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("q.wav"), question(0)).unwrap();
+    let outside = std::env::temp_dir().join(format!("serve-outside-{}.wav", std::process::id()));
+    std::fs::write(&outside, question(0)).unwrap();
+    let mut s = settings();
+    s.max_body_bytes = 200_000;
+    s.api_key = Some("sekret".into());
+    s.audio_dir = Some(dir.clone());
+    s.cors_origins = vec!["http://example.test".into()];
+    let state = Arc::new(
+        serve::build_state(
+            Settings { ..s },
+            Some(tokio::task::spawn_blocking(model).await.unwrap()),
+        )
+        .unwrap(),
+    );
+    let extra = axum::Router::new().route(
+        "/test/panic",
+        axum::routing::get(|| async { panic!("boom") as &'static str }),
+    );
+    let srv = serve::start_with_state(state, extra).await.unwrap();
+    let c = reqwest::Client::new();
+    let run = url(&srv, "/v1/tasks/run");
+    let auth = |r: reqwest::RequestBuilder| r.header("authorization", "Bearer sekret");
+    // 401 without the key; /health stays open.
+    let resp = c
+        .post(&run)
+        .json(&task("lfm2-audio-asr", json!({})))
+        .send()
+        .await
+        .unwrap();
+    expect_error(resp, 401, "authentication_error").await;
+    let resp = c
+        .post(&run)
+        .header("authorization", "Bearer wrong")
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    expect_error(resp, 401, "authentication_error").await;
+    assert_eq!(
+        c.get(url(&srv, "/health")).send().await.unwrap().status(),
+        200
+    );
+    // 413 over the body limit.
+    let big = task("lfm2-audio-asr", json!({"audio": "A".repeat(300_000)}));
+    let resp = auth(c.post(&run)).json(&big).send().await.unwrap();
+    assert_eq!(resp.status(), 413);
+    let v: Value = resp.json().await.unwrap();
+    assert!(v["error"]["message"].is_string());
+    // Paths: inside the allowed directory yes, outside (or escaping with ..) no.
+    let ok = auth(c.post(&run))
+        .json(&task(
+            "lfm2-audio-asr",
+            json!({"audio": dir.join("q.wav"), "max_tokens": 5}),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), 200);
+    let rel = auth(c.post(&run))
+        .json(&task(
+            "lfm2-audio-asr",
+            json!({"audio": "q.wav", "max_tokens": 5}),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rel.status(), 200);
+    for bad in [
+        outside.display().to_string(),
+        format!("../{}", outside.file_name().unwrap().to_string_lossy()),
+    ] {
+        let resp = auth(c.post(&run))
+            .json(&task("lfm2-audio-asr", json!({"audio": bad})))
+            .send()
+            .await
+            .unwrap();
+        assert!(expect_error(resp, 400, "invalid_request_error")
+            .await
+            .contains("outside"));
+    }
+    // 500 from a panicking handler, as the envelope (the connection is not dropped).
+    let resp = auth(c.get(url(&srv, "/test/panic"))).send().await.unwrap();
+    expect_error(resp, 500, "server_error").await;
+    // CORS when configured.
+    let pre = c
+        .request(reqwest::Method::OPTIONS, &run)
+        .header("origin", "http://example.test")
+        .header("access-control-request-method", "POST")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        pre.headers()["access-control-allow-origin"],
+        "http://example.test"
+    );
+    srv.shutdown().await.unwrap();
+    // CORS is off by default.
+    let srv = server().await;
+    let r = c
+        .get(url(&srv, "/health"))
+        .header("origin", "http://example.test")
+        .send()
+        .await
+        .unwrap();
+    assert!(r.headers().get("access-control-allow-origin").is_none());
+    srv.shutdown().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(&outside);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn busy_is_503_and_shutdown_cuts_streams_at_the_deadline() {
+    let mut s = settings();
+    s.slots = 1;
+    s.max_queue = 1;
+    s.busy_timeout_ms = 100;
+    s.shutdown_timeout_ms = 200;
+    let srv = server_with(s).await;
+    let c = reqwest::Client::new();
+    let long =
+        json!({"model": "lfm2-audio-s2s", "stream_format": "sse", "request": s2s_req(0, 4000)});
+    let mut stream = c
+        .post(url(&srv, "/v1/tasks/stream"))
+        .json(&long)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    stream.chunk().await.unwrap().unwrap();
+    // One waits (and times out after 100 ms); with the queue full the next is refused at once.
+    let c2 = c.clone();
+    let u = url(&srv, "/v1/tasks/run");
+    let waiting = tokio::spawn(async move {
+        let t = Instant::now();
+        let r = c2
+            .post(&u)
+            .json(&task("lfm2-audio-s2s", s2s_req(1, 5)))
+            .send()
+            .await
+            .unwrap();
+        (r, t.elapsed())
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let resp = c
+        .post(url(&srv, "/v1/tasks/run"))
+        .json(&task("lfm2-audio-s2s", s2s_req(1, 5)))
+        .send()
+        .await
+        .unwrap();
+    assert!(expect_error(resp, 503, "server_busy")
+        .await
+        .contains("queued"));
+    let (resp, waited) = waiting.await.unwrap();
+    assert!(waited >= Duration::from_millis(90), "{waited:?}");
+    assert!(expect_error(resp, 503, "server_busy")
+        .await
+        .contains("100 ms"));
+    // A request may ask for a shorter wait.
+    let resp = c
+        .post(url(&srv, "/v1/tasks/run"))
+        .json(&json!({"model": "lfm2-audio-s2s", "request": s2s_req(1, 5), "busy_timeout_ms": 10}))
+        .send()
+        .await
+        .unwrap();
+    assert!(expect_error(resp, 503, "server_busy")
+        .await
+        .contains("10 ms"));
+    // Shutdown: the running stream is cut at the 200 ms deadline and ends cleanly.
+    let t = Instant::now();
+    let reader = tokio::spawn(async move {
+        let mut body = Vec::new();
+        while let Ok(Some(c)) = stream.chunk().await {
+            body.extend_from_slice(&c);
+        }
+        String::from_utf8(body).unwrap()
+    });
+    srv.shutdown().await.unwrap();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let body = reader.await.unwrap();
+    let events = sse_events(&body);
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "task.stream.done", "{last}");
+    assert_eq!(last["result"]["lfm2_audio"]["ended"], false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_exits_0_on_sigterm() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_serve"))
+        .args([
+            "--port",
+            "0",
+            "--threads",
+            "1",
+            "--shutdown-timeout-ms",
+            "500",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut l = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut l).unwrap();
+        l
+    })
+    .await
+    .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("serve: listening on ")
+        .expect(&line)
+        .to_owned();
+    let h: Value = reqwest::get(format!("{base}/health"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(h["status"], "ok");
+    let st = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
