@@ -48,6 +48,9 @@ const SECONDS: &[f64] = &[
 ];
 const RATIOS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
 
+/// One pool's gauges: model label, sessions, leased, queued, affinity hits.
+pub type PoolGauges = (String, usize, usize, usize, u64);
+
 /// The server's metrics.
 pub struct Metrics {
     requests: Mutex<BTreeMap<(String, u16), u64>>,
@@ -84,7 +87,7 @@ impl Metrics {
     }
 
     /// The Prometheus text, with the pools' gauges (`(model, size, active, queued, hits)`).
-    pub fn render(&self, pools: &[(String, usize, usize, usize, u64)]) -> String {
+    pub fn render(&self, pools: &[PoolGauges]) -> String {
         let mut out = String::new();
         out.push_str("# HELP serve_requests_total Requests by route and status.\n");
         out.push_str("# TYPE serve_requests_total counter\n");
@@ -103,7 +106,7 @@ impl Metrics {
                      name: &str,
                      help: &str,
                      kind: &str,
-                     f: &dyn Fn(&(String, usize, usize, usize, u64)) -> u64| {
+                     f: &dyn Fn(&PoolGauges) -> u64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for p in pools {
                 let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", p.0, f(p));
