@@ -474,19 +474,22 @@ pub async fn start_with_state(
     })
 }
 
-async fn termination() {
+/// Waits for SIGTERM or SIGINT. The handlers are installed when this is called, not when the
+/// future is first polled, so a signal sent right after the "listening" line is not lost.
+fn termination() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = tokio::signal::ctrl_c() => {}
+    let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+    let ctrl_c = tokio::signal::ctrl_c();
+    async move {
+        #[cfg(unix)]
+        if let Ok(mut term) = term {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = ctrl_c => {}
+            }
+            return;
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
+        let _ = ctrl_c.await;
     }
 }
 
@@ -514,9 +517,10 @@ where
         let run = async {
             let settings = Settings::resolve(&cli)?;
             let running = start(settings, None).await?;
+            let stop = termination();
             tracing::info!("listening on http://{}", running.addr);
             println!("serve: listening on http://{}", running.addr);
-            termination().await;
+            stop.await;
             running.shutdown().await?;
             anyhow::Ok(())
         };
