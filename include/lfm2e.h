@@ -1,0 +1,41 @@
+/*
+ * lfm2e.h - lfm2-engine's extensions to the audio.cpp-compatible C interface (audiocpp.h).
+ *
+ * Everything here is specific to this implementation and lives under the `lfm2e_` prefix; a
+ * program that uses only audiocpp.h runs against any implementation of audio.cpp's ABI 0.2.0.
+ * The conventions of audiocpp.h hold (status codes, audiocpp_last_error, borrowed outputs).
+ */
+#ifndef LFM2E_H
+#define LFM2E_H
+
+#include "audiocpp.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Asks the run in progress on session (audiocpp_session_run, or a stream's next_event /
+ * finish) to stop. Callable from any thread while another thread runs the session; returns at
+ * once. The run stops at its next generation step and returns AUDIOCPP_ERR_RUNTIME with
+ * audiocpp_last_error() starting with "cancelled"; a stream in flight is dropped. The session
+ * stays usable (its caches are kept). A cancel that arrives when no run is in progress is
+ * forgotten when the next run starts. An asr run is cancelled between its audio chunks.
+ * AUDIOCPP_ERR_INVALID_ARGUMENT for NULL. */
+AUDIOCPP_API audiocpp_status lfm2e_session_cancel(const audiocpp_session * session);
+
+/* 1 if the session's last run or stream ended because it was cancelled, else 0 (also NULL). */
+AUDIOCPP_API int lfm2e_session_was_cancelled(const audiocpp_session * session);
+
+/* What the s2s session's caches saved in its last run: prompt positions restored from kept
+ * prefill blocks instead of being computed, and earlier questions whose encoder output was
+ * reused. Neither changes a byte of the output. 0 and 0 for asr and tts sessions and before a
+ * first run. Not to be called while the session runs. Outs optional. */
+AUDIOCPP_API audiocpp_status lfm2e_session_cache_figures(const audiocpp_session * session,
+                                                         size_t * out_resumed_prefill_steps,
+                                                         size_t * out_reused_questions);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LFM2E_H */

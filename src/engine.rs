@@ -1,0 +1,491 @@
+//! The one file of the C layer that names audio-engine's API: loading a package, the three
+//! tasks, and the conversation session, behind small types of our own. When the engine's API
+//! changes, this file changes and the rest of the C layer does not.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use audio_engine::lfm2_audio::audio::{self, ReadOptions, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE};
+use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
+use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths, Quant};
+use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::{
+    AsrOptions, EngineError, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
+    SessionOptions, TtsOptions, Voice as EngineVoice,
+};
+use serde_json::Value;
+
+/// Sample rate of every audio output (Hz).
+pub const OUTPUT_RATE: u32 = OUTPUT_SAMPLE_RATE;
+/// Sample rate the model listens at (Hz): one 80 ms frame is 1280 samples.
+pub const INPUT_RATE: u32 = INPUT_SAMPLE_RATE;
+/// The longest audio the engine reads in one piece (seconds); the session's own limit
+/// (`lfm2_audio.max_pass_seconds`) is checked before, and is never above this.
+pub const ENGINE_MAX_SECONDS: f64 = audio::DEFAULT_MAX_SECONDS;
+/// Steps a conversation's prompt and max_tokens may take together.
+pub const CONVERSATION_LIMIT: usize = conv::CONVERSATION_LIMIT;
+
+/// Why an engine call failed, sorted the way the C layer reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The request is at fault (bad audio, artifact, options; over capacity).
+    Invalid,
+    /// The model files could not be loaded.
+    Load,
+    /// The engine failed.
+    Runtime,
+}
+
+/// An engine failure with its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// How to report it.
+    pub kind: FailureKind,
+    /// What happened.
+    pub message: String,
+}
+
+impl Failure {
+    fn invalid(message: impl Into<String>) -> Failure {
+        Failure {
+            kind: FailureKind::Invalid,
+            message: message.into(),
+        }
+    }
+}
+
+fn failure(e: EngineError) -> Failure {
+    let kind = if e.is_invalid_request() || matches!(e, EngineError::Capacity(_)) {
+        FailureKind::Invalid
+    } else if matches!(e, EngineError::Load(_) | EngineError::Tokenizer(_)) {
+        FailureKind::Load
+    } else {
+        FailureKind::Runtime
+    };
+    Failure {
+        kind,
+        message: e.to_string(),
+    }
+}
+
+fn load_failure(e: impl std::fmt::Display) -> Failure {
+    Failure {
+        kind: FailureKind::Load,
+        message: e.to_string(),
+    }
+}
+
+/// The four files of a package, found in a directory.
+#[derive(Debug, Clone)]
+pub struct Package {
+    paths: PackagePaths,
+}
+
+impl Package {
+    /// Finds the package in `dir`; `quant` picks one when the directory holds several.
+    pub fn find(dir: &Path, quant: Option<&str>) -> Result<Package, Failure> {
+        let package = match quant {
+            None => ModelPackage::open(dir).map_err(load_failure)?,
+            Some(q) => {
+                let q = q
+                    .parse::<Quant>()
+                    .map_err(|e| Failure::invalid(e.to_string()))?;
+                ModelPackage::open_quant(dir, q).map_err(load_failure)?
+            }
+        };
+        Ok(Package {
+            paths: package.paths,
+        })
+    }
+
+    /// The files by role: backbone, mmproj, vocoder, detokenizer.
+    pub fn files(&self) -> [(&'static str, &Path); 4] {
+        [
+            ("model_gguf", self.paths.backbone.as_path()),
+            ("mmproj_gguf", self.paths.mmproj.as_path()),
+            ("vocoder_gguf", self.paths.vocoder.as_path()),
+            ("detokenizer_gguf", self.paths.tokenizer.as_path()),
+        ]
+    }
+
+    /// Loads the package with `threads` compute threads.
+    pub fn load(&self, threads: usize) -> Result<Model, Failure> {
+        let package = ModelPackage::open_paths(self.paths.clone()).map_err(load_failure)?;
+        let options = ModelOptions {
+            n_threads: threads.max(1),
+            max_audio_seconds: ENGINE_MAX_SECONDS,
+            ..ModelOptions::default()
+        };
+        Lfm2Audio::from_package(package, options)
+            .map(Model)
+            .map_err(failure)
+    }
+}
+
+/// A loaded model (cheap to clone; shared by the sessions using it).
+#[derive(Clone)]
+pub struct Model(Lfm2Audio);
+
+impl Model {
+    /// One line about the model.
+    pub fn description(&self) -> String {
+        self.0.description()
+    }
+
+    /// The checkpoint's language tag (`en`, `ja`).
+    pub fn language(&self) -> String {
+        self.0.reply_format().language
+    }
+
+    /// Transcribes `wav`, in chunks of `chunk_seconds` when given (chunk texts joined by a
+    /// space); `keep_going` is asked before each chunk and stops the run when it says no
+    /// (`Ok(None)`).
+    pub fn asr(
+        &self,
+        wav: &[u8],
+        max_tokens: usize,
+        chunk_seconds: Option<f64>,
+        keep_going: &dyn Fn() -> bool,
+    ) -> Result<Option<String>, Failure> {
+        let opts = AsrOptions {
+            max_new_tokens: max_tokens,
+            ..AsrOptions::default()
+        };
+        let Some(seconds) = chunk_seconds else {
+            if !keep_going() {
+                return Ok(None);
+            }
+            return self
+                .0
+                .asr_wav(wav, &opts)
+                .map(|r| Some(r.text))
+                .map_err(failure);
+        };
+        let read = ReadOptions {
+            max_seconds: f64::INFINITY,
+        };
+        let samples =
+            audio::load_wav_bytes_16k(wav, &read).map_err(|e| failure(EngineError::Audio(e)))?;
+        let per_chunk = ((seconds * f64::from(INPUT_RATE)).round() as usize).max(1);
+        let mut texts = Vec::new();
+        for chunk in samples.chunks(per_chunk) {
+            if !keep_going() {
+                return Ok(None);
+            }
+            let r = self.0.asr(chunk, &opts).map_err(failure)?;
+            let t = r.text.trim();
+            if !t.is_empty() {
+                texts.push(t.to_owned());
+            }
+        }
+        Ok(Some(texts.join(" ")))
+    }
+
+    /// Speaks `job.text`, handing each piece of audio to `sink` as it is produced (false
+    /// stops: the output then holds the audio delivered so far, `ended` false).
+    pub fn tts(
+        &self,
+        job: &TtsJob,
+        sink: &mut dyn FnMut(Piece) -> bool,
+    ) -> Result<Output, Failure> {
+        let opts = TtsOptions {
+            voice: job.voice.engine(),
+            max_new_tokens: job.max_tokens,
+            text: SamplerConfig::text(),
+            audio: SamplerConfig {
+                temperature: job.temperature,
+                top_k: job.top_k,
+                seed: job.seed,
+            },
+            chunk_chars: job.chunk_chars,
+        };
+        let mut stream = self.0.tts_stream(&job.text, &opts).map_err(failure)?;
+        let mut delivered = Vec::new();
+        while let Some(ev) = stream.next_event() {
+            let ReplyEvent::Audio(a) = ev else { continue };
+            delivered.extend_from_slice(&a);
+            if !sink(Piece::Audio(a)) {
+                stream.finish().map_err(failure)?;
+                return Ok(Output {
+                    audio: Some(delivered),
+                    ..Output::default()
+                });
+            }
+        }
+        let r = stream.wait().map_err(failure)?;
+        Ok(Output {
+            audio: Some(r.audio),
+            ended: r.ended,
+            ..Output::default()
+        })
+    }
+
+    /// A conversation session on this model.
+    pub fn conversation(&self, prefill_slots: usize, kept_questions: usize) -> Conversation {
+        Conversation(Session::new(
+            self.0.clone(),
+            SessionOptions {
+                prefill_slots,
+                kept_questions,
+            },
+        ))
+    }
+}
+
+/// The TTS voices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Voice {
+    /// `us_male` (the default).
+    UsMale,
+    /// `us_female`.
+    UsFemale,
+    /// `uk_male`.
+    UkMale,
+    /// `uk_female`.
+    UkFemale,
+}
+
+impl Voice {
+    /// The voice ids, as requests spell them.
+    pub const IDS: [&'static str; 4] = ["us_male", "us_female", "uk_male", "uk_female"];
+
+    /// The voice of an id.
+    pub fn from_id(id: &str) -> Option<Voice> {
+        match id {
+            "us_male" => Some(Voice::UsMale),
+            "us_female" => Some(Voice::UsFemale),
+            "uk_male" => Some(Voice::UkMale),
+            "uk_female" => Some(Voice::UkFemale),
+            _ => None,
+        }
+    }
+
+    fn engine(self) -> EngineVoice {
+        match self {
+            Voice::UsMale => EngineVoice::UsMale,
+            Voice::UsFemale => EngineVoice::UsFemale,
+            Voice::UkMale => EngineVoice::UkMale,
+            Voice::UkFemale => EngineVoice::UkFemale,
+        }
+    }
+}
+
+/// A TTS request, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TtsJob {
+    /// What to say.
+    pub text: String,
+    /// Who says it.
+    pub voice: Voice,
+    /// Most steps per text chunk.
+    pub max_tokens: usize,
+    /// Audio sampling temperature (0: greedy).
+    pub temperature: f32,
+    /// Audio top-k (0: all).
+    pub top_k: usize,
+    /// Seed of text chunk 0 (chunk i uses seed + i).
+    pub seed: u64,
+    /// Longest text chunk in characters.
+    pub chunk_chars: usize,
+}
+
+/// The kinds of artifact a conversation carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A reply (`lfm2_audio.reply`).
+    AcousticTokens,
+    /// A question (`lfm2_audio.question`, WAV bytes).
+    Custom,
+}
+
+/// An artifact going in or coming out, with its meta as strings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blob {
+    /// Its kind.
+    pub kind: Kind,
+    /// Its id.
+    pub id: String,
+    /// Its bytes.
+    pub payload: Vec<u8>,
+    /// Its meta, in a stable order.
+    pub meta: Vec<(String, String)>,
+}
+
+/// Meta keys whose values are numbers / booleans in the engine's artifacts.
+const NUMERIC_META: [&str; 4] = ["codebooks", "audio_vocab_size", "text_vocab_size", "steps"];
+
+fn meta_value(key: &str, value: &str) -> Value {
+    if NUMERIC_META.contains(&key) {
+        if let Ok(n) = value.parse::<u64>() {
+            return Value::from(n);
+        }
+    } else if key == "ended" {
+        match value {
+            "true" => return Value::Bool(true),
+            "false" => return Value::Bool(false),
+            _ => {}
+        }
+    }
+    Value::String(value.to_owned())
+}
+
+fn meta_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+impl Blob {
+    fn to_engine(&self) -> Artifact {
+        Artifact {
+            id: self.id.clone(),
+            kind: match self.kind {
+                Kind::AcousticTokens => EngineKind::AcousticTokens,
+                Kind::Custom => EngineKind::Custom,
+            },
+            payload: self.payload.clone(),
+            meta: self
+                .meta
+                .iter()
+                .map(|(k, v)| (k.clone(), meta_value(k, v)))
+                .collect::<BTreeMap<_, _>>(),
+        }
+    }
+
+    fn from_engine(a: Artifact) -> Blob {
+        Blob {
+            kind: match a.kind {
+                EngineKind::AcousticTokens => Kind::AcousticTokens,
+                _ => Kind::Custom,
+            },
+            id: a.id,
+            payload: a.payload,
+            meta: a
+                .meta
+                .iter()
+                .map(|(k, v)| (k.clone(), meta_text(v)))
+                .collect(),
+        }
+    }
+}
+
+/// An S2S request, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct S2sJob {
+    /// The new question, WAV bytes.
+    pub question: Vec<u8>,
+    /// The earlier turns, in conversation order.
+    pub history: Vec<Blob>,
+    /// Whether the result carries the reply artifact.
+    pub return_codes: bool,
+    /// Most reply steps.
+    pub max_tokens: usize,
+    /// Audio sampling temperature.
+    pub temperature: f32,
+    /// Audio top-k.
+    pub top_k: usize,
+    /// Audio sampling seed.
+    pub seed: u64,
+}
+
+/// A piece of a reply, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Piece {
+    /// Text (whole characters).
+    Text(String),
+    /// 24 kHz mono samples.
+    Audio(Vec<f32>),
+}
+
+/// What a run produced.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Output {
+    /// The text, for tasks that produce one.
+    pub text: Option<String>,
+    /// 24 kHz mono audio, for tasks that produce it.
+    pub audio: Option<Vec<f32>>,
+    /// The reply artifact (s2s with return_codes).
+    pub artifact: Option<Blob>,
+    /// Whether the reply ended on its own.
+    pub ended: bool,
+}
+
+/// A multi-turn S2S session with its caches.
+pub struct Conversation(Session);
+
+impl Conversation {
+    /// Runs a turn, handing each piece to `sink` (false stops: the reply is cut, `ended`
+    /// false).
+    pub fn s2s(
+        &mut self,
+        job: &S2sJob,
+        sink: &mut dyn FnMut(Piece) -> bool,
+    ) -> Result<Output, Failure> {
+        let mut options = conv::RequestOptions::new();
+        options.insert(conv::RETURN_CODES.to_owned(), Value::Bool(job.return_codes));
+        let request = S2sRequest {
+            question: job.question.clone(),
+            history: job.history.iter().map(Blob::to_engine).collect(),
+            options,
+            s2s: S2sOptions {
+                max_new_tokens: job.max_tokens,
+                text: SamplerConfig::text(),
+                audio: SamplerConfig {
+                    temperature: job.temperature,
+                    top_k: job.top_k,
+                    seed: job.seed,
+                },
+                ..S2sOptions::default()
+            },
+        };
+        let turn = self
+            .0
+            .s2s_with(&request, &mut |ev| match ev {
+                ReplyEvent::Text(t) => sink(Piece::Text(t)),
+                ReplyEvent::Audio(a) => sink(Piece::Audio(a)),
+            })
+            .map_err(failure)?;
+        Ok(Output {
+            text: Some(turn.reply.text),
+            audio: Some(turn.reply.audio),
+            artifact: turn.artifact.map(Blob::from_engine),
+            ended: turn.reply.ended,
+        })
+    }
+
+    /// Prompt positions the last turn restored from kept prefill blocks.
+    pub fn resumed_prefill_steps(&self) -> usize {
+        self.0.resumed_prefill_steps()
+    }
+
+    /// Earlier questions of the last turn whose encoder output was reused.
+    pub fn reused_questions(&self) -> usize {
+        self.0.reused_questions()
+    }
+}
+
+/// Interleaved float PCM as a 32-bit float WAV (what the engine reads; channels are averaged
+/// and the rate converted there).
+pub fn pcm_to_wav(samples: &[f32], sample_rate: u32, channels: u16) -> Result<Vec<u8>, Failure> {
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut out = std::io::Cursor::new(Vec::with_capacity(64 + samples.len() * 4));
+    let bad = |e: hound::Error| Failure::invalid(format!("audio cannot be encoded: {e}"));
+    let mut w = hound::WavWriter::new(&mut out, spec).map_err(bad)?;
+    for &s in samples {
+        w.write_sample(s).map_err(bad)?;
+    }
+    w.finalize().map_err(bad)?;
+    Ok(out.into_inner())
+}
+
+/// The canonical form of a path, for comparing file options with the files loaded.
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| PathBuf::from(p));
+    canon(a) == canon(b)
+}
