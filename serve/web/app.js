@@ -1,1 +1,1 @@
-// voice page: not written yet
+// The voice page's script is inline in index.html (one file, no build step).

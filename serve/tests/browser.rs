@@ -1,0 +1,266 @@
+//! The voice page at `GET /` in headless Chromium (driven over WebDriver by chromedriver) with a
+//! fake microphone fed from a WAV file: two turns held on the Speak button, both replies arrive
+//! and are scheduled for playback, the second request carries the first turn's two artifacts
+//! (question WAV and reply codes), and the resumed/reused figures the page shows are the server's.
+//! Skips (passing) when `chromium` or `chromedriver` is not installed.
+
+mod common;
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use common::*;
+
+fn installed(bin: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {bin}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed on drop.
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A WebDriver session over plain HTTP.
+struct Driver {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Driver {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let v: Value = req.send().await.unwrap().json().await.unwrap();
+        assert!(
+            v["value"].get("error").is_none(),
+            "webdriver {path}: {}",
+            v["value"]
+        );
+        v["value"].clone()
+    }
+    async fn post(&self, path: &str, body: Value) -> Value {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+    async fn js(&self, script: &str) -> Value {
+        self.post("/execute/sync", json!({"script": script, "args": []}))
+            .await
+    }
+    /// Holds the pointer down on `element` for `ms`, as a person holding the button.
+    async fn hold(&self, element: &Value, ms: u64) {
+        self.post(
+            "/actions",
+            json!({"actions": [{"type": "pointer", "id": "mouse",
+            "parameters": {"pointerType": "mouse"},
+            "actions": [
+                {"type": "pointerMove", "duration": 0, "origin": element, "x": 0, "y": 0},
+                {"type": "pointerDown", "button": 0},
+                {"type": "pause", "duration": ms},
+                {"type": "pointerUp", "button": 0},
+            ]}]}),
+        )
+        .await;
+    }
+}
+
+/// Waits until `voiceTurns` has `n` finished turns; returns them.
+async fn turns_done(d: &Driver, n: usize) -> Vec<Value> {
+    let t0 = Instant::now();
+    loop {
+        let v = d.js("return JSON.stringify(window.voiceTurns || [])").await;
+        let turns: Vec<Value> = serde_json::from_str(v.as_str().unwrap()).unwrap();
+        if turns.len() >= n && turns.iter().all(|t| t["done"] == true) {
+            return turns;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "waiting for {n} turns: {turns:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn metric(srv: &serve::Running, name: &str) -> f64 {
+    let text = reqwest::get(url(srv, "/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_voice_turns_in_headless_chromium() {
+    for bin in ["chromium", "chromedriver"] {
+        if !installed(bin) {
+            eprintln!(
+                "SKIP two_voice_turns_in_headless_chromium: `{bin}` is not installed \
+                 (apt-get install chromium chromium-driver)"
+            );
+            return;
+        }
+    }
+    let srv = server().await;
+    let dir = std::env::temp_dir().join(format!("serve-browser-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mic = dir.join("q.wav");
+    std::fs::write(&mic, question(1)).unwrap();
+
+    let port = free_port();
+    let _driver = Kill(
+        Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let t0 = Instant::now();
+    loop {
+        let ready = match http.get(format!("{base}/status")).send().await {
+            Ok(r) => r
+                .json::<Value>()
+                .await
+                .ok()
+                .map(|v| v["value"]["ready"] == true),
+            Err(_) => None,
+        };
+        if ready == Some(true) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "chromedriver did not start"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let profile = dir.join("profile");
+    let caps = json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
+    "binary": "/usr/bin/chromium",
+    "args": [
+        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
+        format!("--use-file-for-fake-audio-capture={}", mic.display()),
+        "--autoplay-policy=no-user-gesture-required",
+        format!("--user-data-dir={}", profile.display()),
+    ]}}}});
+    let created: Value = http
+        .post(format!("{base}/session"))
+        .json(&caps)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["value"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("new session: {created}"))
+        .to_owned();
+    let d = Driver {
+        http: http.clone(),
+        base: format!("{base}/session/{id}"),
+    };
+
+    let page = format!("{}?max_tokens=48&seed=7", url(&srv, "/"));
+    d.post("/url", json!({"url": page})).await;
+    // The page lists the models, then enables the button.
+    let t0 = Instant::now();
+    while d
+        .js("return document.getElementById('speak').disabled")
+        .await
+        != false
+    {
+        assert!(t0.elapsed() < Duration::from_secs(20), "page never ready");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let button = d
+        .post(
+            "/element",
+            json!({"using": "css selector", "value": "#speak"}),
+        )
+        .await;
+
+    let mut shown = Vec::new();
+    for n in 1..=2 {
+        d.hold(&button, 1500).await;
+        let turns = turns_done(&d, n).await;
+        let t = &turns[n - 1];
+        assert!(t["error"].is_null(), "turn {n}: {t}");
+        // Shown on the page, figure by figure.
+        let fig = d
+            .js(&format!(
+                "const f = document.querySelectorAll('.turn .fig')[{}]; \
+                 return [f.dataset.resumed, f.dataset.reused, f.textContent]",
+                n - 1
+            ))
+            .await;
+        assert_eq!(fig[0], t["resumedPrefillPositions"].to_string(), "{fig}");
+        assert_eq!(fig[1], t["reusedQuestions"].to_string(), "{fig}");
+        eprintln!("turn {n}: {}", fig[2]);
+        shown.push(t.clone());
+    }
+    let _ = d.call(reqwest::Method::DELETE, "", None).await;
+
+    let (t1, t2) = (&shown[0], &shown[1]);
+    // A question of about 1.5 s at 16 kHz was recorded each time.
+    for t in [t1, t2] {
+        let q = t["questionBytes"].as_u64().unwrap();
+        assert!(q > 44 + 2 * 16_000, "question {q} bytes");
+        assert!(t["samplesPlayed"].as_u64().unwrap() > 0, "{t}");
+        assert!(t["audioChunks"].as_u64().unwrap() > 0, "{t}");
+        assert_eq!(
+            t["replyTextLength"].as_u64().unwrap() as usize,
+            t["text"].as_str().unwrap().chars().count()
+        );
+    }
+    assert_eq!(t1["artifactsSent"], 0);
+    assert_eq!(t2["artifactsSent"], 2);
+    assert_eq!(t1["resumedPrefillPositions"], 0);
+    assert_eq!(t1["reusedQuestions"], 0);
+    // The second turn went to the first turn's session (conversation affinity) and reused the
+    // encoder output of the first question. (Its prefill blocks resume from a prompt of more than
+    // one 256-position block; a short first turn has none to resume.)
+    assert_eq!(t2["affinity"], true, "{t2}");
+    assert_eq!(t2["reusedQuestions"], 1, "{t2}");
+    // The page's figures are the server's.
+    let resumed = metric(&srv, "serve_prefill_positions_resumed_total").await;
+    let reused = metric(&srv, "serve_questions_reused_total").await;
+    let page_resumed: u64 = shown
+        .iter()
+        .map(|t| t["resumedPrefillPositions"].as_u64().unwrap())
+        .sum();
+    let page_reused: u64 = shown
+        .iter()
+        .map(|t| t["reusedQuestions"].as_u64().unwrap())
+        .sum();
+    assert_eq!(resumed as u64, page_resumed);
+    assert_eq!(reused as u64, page_reused);
+    let _ = std::fs::remove_dir_all(&dir);
+}
