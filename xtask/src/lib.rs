@@ -4,6 +4,7 @@ use anyhow::{bail, Context, Result};
 use std::path::{Path, PathBuf};
 
 pub mod bindings;
+pub mod install;
 
 /// The workspace root (xtask lives one level below it).
 pub fn workspace_root() -> PathBuf {
