@@ -1,13 +1,18 @@
 //! The install path: `cargo run -p xtask -- install --prefix DIR` into a temporary prefix, then
 //! C programs built against the installed copy the ways callers build them: `pkg-config
-//! --cflags --libs audiocpp` (via PKG_CONFIG_PATH), plain `-laudiocpp`, and statically.
+//! --cflags --libs audiocpp` (via PKG_CONFIG_PATH), plain `-laudiocpp`, and statically; and
+//! `examples/c/chat.c`, whose conversation is compared with the Rust session's.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
+use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
+use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::{S2sOptions, S2sRequest, Session, SessionOptions};
 use common::*;
 
 /// The prefix the library was installed into (once per process).
@@ -173,4 +178,106 @@ fn a_c_program_links_the_static_library() {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&o.stdout).contains("libaudiocpp"));
+}
+
+fn pcm16_wav(p: &Pcm) -> Vec<u8> {
+    let spec = hound::WavSpec {
+        channels: p.channels as u16,
+        sample_rate: p.rate,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut out = std::io::Cursor::new(Vec::new());
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for &s in &p.samples {
+        w.write_sample((s * 32767.0) as i16).unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+#[test]
+fn the_chat_example_holds_a_conversation_like_the_rust_session() {
+    let dir = scratch("chat");
+    let exe = dir.join("chat");
+    let src = root().join("examples/c/chat.c");
+    match pkg_config(&["--cflags", "--libs"]) {
+        Some(flags) => build(&src, &exe, &flags),
+        None => build(
+            &src,
+            &exe,
+            &[
+                format!("-I{}", prefix().join("include").display()),
+                format!("-L{}", prefix().join("lib").display()),
+                "-laudiocpp".into(),
+            ],
+        ),
+    }
+    let qs = [signal(1.5, 16_000, 1, 3), signal(1.1, 44_100, 2, 4)];
+    let files: Vec<PathBuf> = qs
+        .iter()
+        .enumerate()
+        .map(|(i, q)| {
+            let f = dir.join(format!("q{i}.wav"));
+            std::fs::write(&f, pcm16_wav(q)).unwrap();
+            f
+        })
+        .collect();
+
+    // The Rust session with the same questions and settings.
+    let mut session = Session::new(rust_model().clone(), SessionOptions::default());
+    let mut history = Vec::new();
+    let mut want = Vec::new();
+    for f in &files {
+        let bytes = std::fs::read(f).unwrap();
+        let mut options = BTreeMap::new();
+        options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
+        let t = session
+            .s2s(&S2sRequest {
+                question: bytes.clone(),
+                history: history.clone(),
+                options,
+                s2s: S2sOptions {
+                    max_new_tokens: 24,
+                    text: SamplerConfig::text(),
+                    audio: SamplerConfig::s2s_audio(5),
+                    ..S2sOptions::default()
+                },
+            })
+            .unwrap();
+        history.push(Artifact {
+            id: QUESTION_ID.to_owned(),
+            kind: ArtifactKind::Custom,
+            payload: bytes,
+            meta: BTreeMap::new(),
+        });
+        history.push(t.artifact.clone().unwrap());
+        want.push(t.reply.audio);
+    }
+
+    for mode in [None, Some("--stream")] {
+        let out = scratch(&format!("chat-out-{}", mode.is_some()));
+        let mut cmd = Command::new(&exe);
+        cmd.args(mode)
+            .args(["--max-tokens", "24", "--seed", "5"])
+            .arg(demo_package())
+            .arg(&out)
+            .args(&files);
+        cmd.env("LD_LIBRARY_PATH", prefix().join("lib"));
+        let o = cmd.output().unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        println!("{stdout}");
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        assert!(stdout.contains("reused 1 questions"), "{stdout}");
+        for (i, w) in want.iter().enumerate() {
+            let mut r = hound::WavReader::open(out.join(format!("turn{}.wav", i + 1))).unwrap();
+            assert_eq!(r.spec().sample_rate, 24_000);
+            let got: Vec<f32> = r.samples::<f32>().map(Result::unwrap).collect();
+            assert!(
+                bits(&got) == bits(w),
+                "turn {} ({mode:?}) differs from the Rust session",
+                i + 1
+            );
+        }
+    }
 }
