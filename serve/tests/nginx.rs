@@ -1,0 +1,309 @@
+//! nginx in front of two `serve` replicas, routing by `X-Conversation-Id`
+//! (`hash $http_x_conversation_id consistent`): a 5-turn SSE conversation through nginx gives the
+//! same bytes as against one server; every turn after the first lands on the first turn's
+//! replica (its cached state is reused); killing that replica mid-conversation moves the rest to
+//! the other one, which starts cold (nothing resumed) and still answers the same bytes, because
+//! the client carries the history. Skips (passing) when `nginx` is not installed.
+
+mod common;
+
+use std::io::BufRead;
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use common::*;
+
+const MAX_TOKENS: usize = 24;
+const SEED: u64 = 5;
+const TURNS: usize = 5;
+/// The turn (0-based) before which the replica serving the conversation is killed.
+const KILL_BEFORE: usize = 3;
+
+fn nginx_bin() -> Option<String> {
+    let out = Command::new("sh")
+        .args(["-c", "command -v nginx || ls /usr/sbin/nginx"])
+        .output()
+        .ok()?;
+    let p = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()?
+        .trim()
+        .to_owned();
+    (out.status.success() && !p.is_empty()).then_some(p)
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed on drop.
+struct Kill(Child);
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the serve binary on an ephemeral port (demo package); returns it and its base URL.
+fn replica() -> (Kill, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
+        .args(["--port", "0", "--threads", "1", "--slots", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("serve: listening on ")
+        .unwrap_or_else(|| panic!("serve printed {line:?}"))
+        .to_owned();
+    (Kill(child), base)
+}
+
+fn nginx_conf(dir: &Path, listen: u16, upstreams: &[&str]) -> String {
+    let d = dir.display();
+    let servers: String = upstreams
+        .iter()
+        .map(|u| {
+            format!(
+                "    server {} max_fails=1 fail_timeout=30s;\n",
+                u.trim_start_matches("http://")
+            )
+        })
+        .collect();
+    format!(
+        "worker_processes 1;\n\
+         pid {d}/nginx.pid;\n\
+         error_log {d}/error.log warn;\n\
+         events {{ worker_connections 64; }}\n\
+         http {{\n\
+         access_log {d}/access.log;\n\
+         client_body_temp_path {d}/body;\n\
+         proxy_temp_path {d}/proxy;\n\
+         fastcgi_temp_path {d}/fastcgi;\n\
+         uwsgi_temp_path {d}/uwsgi;\n\
+         scgi_temp_path {d}/scgi;\n\
+         client_max_body_size 64m;\n\
+         client_body_buffer_size 16m;\n\
+         upstream serve {{\n\
+         \x20   hash $http_x_conversation_id consistent;\n\
+         {servers}\
+         }}\n\
+         server {{\n\
+         \x20   listen 127.0.0.1:{listen};\n\
+         \x20   location / {{\n\
+         \x20       proxy_pass http://serve;\n\
+         \x20       proxy_http_version 1.1;\n\
+         \x20       proxy_set_header Connection \"\";\n\
+         \x20       proxy_buffering off;\n\
+         \x20       proxy_read_timeout 300s;\n\
+         \x20       proxy_next_upstream error timeout;\n\
+         \x20   }}\n\
+         }}\n\
+         }}\n"
+    )
+}
+
+/// A 16 kHz question long enough that its prompt fills a prefill block (so the next turn on the
+/// same replica resumes it), different per `i`.
+fn long_question(i: usize) -> Vec<u8> {
+    let n = 16_000 * 21 + 4_000 * i;
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for t in 0..n {
+        let v = ((t * (5 + 2 * i)) % 320) as i32 - 160;
+        w.write_sample((v * 70) as i16).unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+/// One SSE turn; returns the result.
+async fn turn(client: &reqwest::Client, base: &str, i: usize, history: &[Value]) -> Value {
+    let body = json!({
+        "model": "lfm2-audio-s2s",
+        "stream_format": "sse",
+        "request": {"audio": b64(&long_question(i)), "seed": SEED, "max_tokens": MAX_TOKENS,
+                    "options": {"return_codes": true}, "artifacts": history},
+    });
+    let resp = client
+        .post(format!("{base}/v1/tasks/stream"))
+        .header("X-Conversation-Id", "nginx-test-conversation")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "turn {i}");
+    let events = sse_events(&resp.text().await.unwrap());
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "task.stream.done", "turn {i}: {last}");
+    last["result"].clone()
+}
+
+fn push_history(history: &mut Vec<Value>, i: usize, result: &Value) {
+    history.push(json!({"id": "lfm2_audio.question", "kind": "custom",
+                        "payload": b64(&long_question(i))}));
+    history.push(result["artifacts"][0].clone());
+}
+
+/// The bytes a turn must match: text, audio WAV, reply codes and meta.
+fn bytes(r: &Value) -> (Value, Value, Value, Value) {
+    let a = &r["artifacts"][0];
+    (
+        r["text"].clone(),
+        r["audio"].clone(),
+        a["payload"].clone(),
+        a["meta"].clone(),
+    )
+}
+
+/// Stream requests a replica has answered.
+async fn served(client: &reqwest::Client, base: &str) -> Option<u64> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    Some(
+        text.lines()
+            .filter(|l| l.starts_with("serve_requests_total{route=\"/v1/tasks/stream\""))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nginx_routes_a_conversation_to_its_replica_and_fails_over() {
+    let Some(nginx) = nginx_bin() else {
+        eprintln!(
+            "SKIP nginx_routes_a_conversation_to_its_replica_and_fails_over: `nginx` is not \
+             installed (apt-get install nginx)"
+        );
+        return;
+    };
+    let client = reqwest::Client::new();
+
+    // The reference: the conversation against one (in-process) server.
+    let one = server().await;
+    let one_url = url(&one, "");
+    let mut reference = Vec::new();
+    let mut history = Vec::new();
+    for i in 0..TURNS {
+        let r = turn(&client, &one_url, i, &history).await;
+        push_history(&mut history, i, &r);
+        reference.push(r);
+    }
+    eprintln!(
+        "reference prompt positions per turn: {:?}",
+        reference
+            .iter()
+            .map(|r| r["lfm2_audio"]["prompt_positions"].clone())
+            .collect::<Vec<_>>()
+    );
+    one.shutdown().await.unwrap();
+
+    let (a, a_url) = replica();
+    let (b, b_url) = replica();
+    let mut replicas = vec![(Some(a), a_url), (Some(b), b_url)];
+    let dir = std::env::temp_dir().join(format!("serve-nginx-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    let urls: Vec<&str> = replicas.iter().map(|r| r.1.as_str()).collect();
+    std::fs::write(dir.join("nginx.conf"), nginx_conf(&dir, port, &urls)).unwrap();
+    let _nginx = Kill(
+        Command::new(&nginx)
+            .arg("-p")
+            .arg(&dir)
+            .arg("-e")
+            .arg(dir.join("error.log"))
+            .args(["-c", "nginx.conf", "-g", "daemon off;"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let front = format!("http://127.0.0.1:{port}");
+    let t0 = Instant::now();
+    while client.get(format!("{front}/health")).send().await.is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "nginx did not start: {}",
+            std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let mut history = Vec::new();
+    let mut on: Option<usize> = None;
+    for i in 0..TURNS {
+        if i == KILL_BEFORE {
+            let k = on.expect("a replica served the conversation");
+            drop(replicas[k].0.take());
+        }
+        let before = [
+            served(&client, &replicas[0].1).await,
+            served(&client, &replicas[1].1).await,
+        ];
+        let r = turn(&client, &front, i, &history).await;
+        let after = [
+            served(&client, &replicas[0].1).await,
+            served(&client, &replicas[1].1).await,
+        ];
+        let hit: Vec<usize> = (0..2)
+            .filter(|&k| matches!((before[k], after[k]), (Some(x), Some(y)) if y > x))
+            .collect();
+        assert_eq!(hit.len(), 1, "turn {i}: {before:?} -> {after:?}");
+        let k = hit[0];
+        let resumed = r["lfm2_audio"]["resumed_prefill_positions"]
+            .as_u64()
+            .unwrap();
+        let reused = r["lfm2_audio"]["reused_questions"].as_u64().unwrap();
+        eprintln!("turn {i}: replica {k}, resumed {resumed}, reused {reused}");
+        assert_eq!(bytes(&r), bytes(&reference[i]), "turn {i}: bytes differ");
+        match i {
+            0 => assert_eq!(resumed, 0),
+            // The first turn after the move starts cold on the other replica.
+            KILL_BEFORE => {
+                assert_ne!(Some(k), on, "turn {i} went to the killed replica");
+                assert_eq!(resumed, 0, "turn {i}");
+                assert_eq!(reused, 0, "turn {i}");
+            }
+            // Every other turn lands where the previous one did and resumes its state.
+            _ => {
+                assert_eq!(Some(k), on, "turn {i} changed replica");
+                assert!(resumed > 0, "turn {i}: nothing resumed");
+                // Every earlier question's encoder output is cached on this replica (after
+                // the move, the cold turn encoded them all).
+                assert_eq!(reused as usize, i, "turn {i}");
+            }
+        }
+        on = Some(k);
+        push_history(&mut history, i, &r);
+    }
+    drop(_nginx);
+    drop(replicas);
+    let _ = std::fs::remove_dir_all(&dir);
+}
