@@ -3,4 +3,5 @@
 
 pub mod ggml;
 pub mod lfm2_audio;
+#[cfg(feature = "llm")]
 pub mod llm;

@@ -5,8 +5,9 @@
 use std::path::{Path, PathBuf};
 
 use super::convert::{convert, Progress, Quant};
+use super::engine::{Lfm2Audio, ModelOptions};
 use super::error::EngineError;
-use super::package::PackagePaths;
+use super::package::{ModelPackage, PackagePaths};
 use super::synthetic::{write_tiny_checkpoint, DEFAULT_SEED};
 
 /// Model name of the demo package's files.
@@ -79,4 +80,11 @@ pub fn ensure_demo_package(dir: &Path) -> Result<PackagePaths, EngineError> {
         }
         Err(e) => Err(io("moving the demo package to", dir, e)),
     }
+}
+
+/// Loads the demo package from `dir` ([`default_demo_dir`] for the shared one), writing it first
+/// if needed ([`ensure_demo_package`]).
+pub fn load_demo(dir: &Path, options: ModelOptions) -> Result<Lfm2Audio, EngineError> {
+    let package = ModelPackage::open_paths(ensure_demo_package(dir)?)?;
+    Lfm2Audio::from_package(package, options)
 }

@@ -19,11 +19,16 @@
 //! ```
 
 mod decoder;
+#[cfg(feature = "testkit")]
 mod random;
 mod sampler;
 
 pub use crate::ggml::llama::{ContextOptions, EvalObserver, LlamaModel as LlmModel};
+// libllama's log lines (e.g. its recurrent-state buffer mapping) and how much of a mapping is
+// resident: what benchmarks of the lazily zeroed state buffer look at.
+pub use crate::ggml::{lazy_memory::resident_bytes, log::add_log_hook};
 pub use decoder::{Decoder, DecoderConfig, SeqId, StepOutput};
+#[cfg(feature = "testkit")]
 pub use random::{Arch, RandomModel};
 pub use sampler::Sampler;
 
