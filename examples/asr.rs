@@ -8,53 +8,48 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use audio_engine::lfm2_audio::demo::{default_demo_dir, ensure_demo_package};
-use audio_engine::lfm2_audio::package::ModelPackage;
-use audio_engine::lfm2_audio::{AsrOptions, Lfm2Audio, ModelOptions};
+use anyhow::{Context, Result};
+use audio_engine::lfm2_audio::{AsrOptions, ModelOptions};
+use clap::Parser;
+
+mod common;
+use common::{model_options, open_model, printable};
+
+/// Speech recognition: prints the transcript of a WAV file.
+#[derive(Parser)]
+struct Args {
+    /// Model directory with the four GGUF files (default: the built-in demo package).
+    #[arg(long, value_name = "DIR")]
+    model: Option<PathBuf>,
+    /// CPU threads [default: all cores].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Most text tokens to generate.
+    #[arg(long, value_name = "N", default_value_t = AsrOptions::default().max_new_tokens)]
+    max_tokens: usize,
+    /// Longest input accepted, in seconds.
+    #[arg(long, value_name = "S", default_value_t = ModelOptions::default().max_audio_seconds)]
+    max_seconds: f64,
+    /// The recording (any rate and channel count).
+    #[arg(value_name = "INPUT.wav")]
+    input: PathBuf,
+}
 
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1);
-    let mut model: Option<PathBuf> = None;
-    let mut opts = AsrOptions::default();
-    let mut mopts = ModelOptions::default();
-    let mut input: Option<PathBuf> = None;
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--model" => model = Some(args.next().context("--model needs a directory")?.into()),
-            "--max-tokens" => {
-                opts.max_new_tokens = args.next().context("--max-tokens needs N")?.parse()?
-            }
-            "--max-seconds" => {
-                mopts.max_audio_seconds = args.next().context("--max-seconds needs S")?.parse()?
-            }
-            "-h" | "--help" => {
-                println!("usage: asr [--model DIR] [--max-tokens N] [--max-seconds S] input.wav");
-                return Ok(());
-            }
-            _ if input.is_none() => input = Some(a.into()),
-            other => bail!("unexpected argument {other:?}"),
-        }
-    }
-    let input = input.context("usage: asr [--model DIR] input.wav")?;
-    let engine = match model {
-        Some(dir) => {
-            Lfm2Audio::load(&dir, mopts).with_context(|| format!("loading {}", dir.display()))?
-        }
-        None => {
-            let dir = default_demo_dir();
-            println!(
-                "no --model given: using the built-in demo package in {} (random tiny weights; \
-                 the transcript is noise)",
-                dir.display()
-            );
-            let paths = ensure_demo_package(&dir)?;
-            Lfm2Audio::from_package(ModelPackage::open_paths(paths)?, mopts)?
-        }
+    let args = Args::parse();
+    let opts = AsrOptions {
+        max_new_tokens: args.max_tokens,
+        ..Default::default()
     };
-    let wav = std::fs::read(&input).with_context(|| format!("reading {}", input.display()))?;
+    let mopts = ModelOptions {
+        max_audio_seconds: args.max_seconds,
+        ..model_options(args.threads)
+    };
+    let engine = open_model(args.model.as_deref(), mopts, "the transcript is noise")?;
+    let wav =
+        std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
     let r = engine.asr_wav(&wav, &opts)?;
-    println!("{}", r.text);
+    println!("{}", printable(&r.text));
     eprintln!(
         "[{}] {} prompt positions, {} tokens ({:?}); encode {:.1} ms, prefill {:.1} ms, decode {:.1} ms",
         engine.label(),

@@ -13,86 +13,77 @@
 //! the prefill positions restored from the previous turn and the questions whose encoder output
 //! was reused.
 
-use std::collections::BTreeMap;
+use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
-use audio_engine::lfm2_audio::audio::write_wav_file_24k;
-use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::demo::{default_demo_dir, ensure_demo_package};
-use audio_engine::lfm2_audio::package::ModelPackage;
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
-    Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions,
+    write_wav_f32, write_wav_file_24k, Artifact, ArtifactKind, ReplyEvent, RequestOptions,
+    S2sOptions, S2sRequest, SamplerConfig, Session, SessionOptions, INPUT_SAMPLE_RATE,
+    OUTPUT_SAMPLE_RATE, QUESTION_ID, RETURN_CODES,
 };
+use clap::Parser;
+
+mod common;
+use common::{model_options, open_model, printable};
+
+/// Multi-turn speech-to-speech: each question is one turn of the same conversation.
+#[derive(Parser)]
+struct Args {
+    /// Model directory with the four GGUF files (default: the built-in demo package).
+    #[arg(long, value_name = "DIR")]
+    model: Option<PathBuf>,
+    /// CPU threads [default: all cores].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// Where each turn's WAV, text and reply artifact go.
+    #[arg(long, value_name = "DIR", default_value = "chat-out")]
+    out: PathBuf,
+    /// Most steps (text tokens and audio frames) per reply.
+    #[arg(long, value_name = "N", default_value_t = 256)]
+    max_tokens: usize,
+    /// Seed of the audio sampler (default: the model's default sampling, seed 0).
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
+    /// Question WAVs, one per turn (any rate and channel count); without them, with the demo
+    /// package, three synthetic ones.
+    #[arg(value_name = "QUESTION.wav")]
+    questions: Vec<PathBuf>,
+}
 
 /// A deterministic synthetic question (16 kHz mono WAV bytes) for the demo.
 fn synthetic_question(i: usize) -> Vec<u8> {
-    let n = 16_000 + 4_000 * i;
+    let rate = INPUT_SAMPLE_RATE as f32;
+    let n = INPUT_SAMPLE_RATE as usize + 4_000 * i;
     let f = 180.0 + 70.0 * i as f32;
     let samples: Vec<f32> = (0..n)
         .map(|t| {
-            let x = t as f32 / 16_000.0;
-            0.3 * (std::f32::consts::TAU * f * x).sin() * (1.0 - x / (n as f32 / 16_000.0))
+            let x = t as f32 / rate;
+            0.3 * (std::f32::consts::TAU * f * x).sin() * (1.0 - x / (n as f32 / rate))
         })
         .collect();
-    // why: questions are sent as WAV bytes, as a client would; 24 kHz-rate writing is not
-    // what a 16 kHz question needs, so write it with hound directly.
+    // why: questions are sent as WAV bytes, as a client would send them.
     let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).expect("in-memory WAV");
-    for s in samples {
-        w.write_sample((s * 32767.0) as i16).expect("in-memory WAV");
-    }
-    w.finalize().expect("in-memory WAV");
+    write_wav_f32(&mut out, &samples, INPUT_SAMPLE_RATE).expect("in-memory WAV");
     out.into_inner()
 }
 
 fn main() -> Result<()> {
-    let mut args = std::env::args().skip(1);
-    let mut model_dir: Option<PathBuf> = None;
-    let mut out = PathBuf::from("chat-out");
+    let args = Args::parse();
     let mut s2s = S2sOptions {
-        max_new_tokens: 256,
+        max_new_tokens: args.max_tokens,
         ..Default::default()
     };
-    let mut questions: Vec<PathBuf> = Vec::new();
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--model" => model_dir = Some(args.next().context("--model needs DIR")?.into()),
-            "--out" => out = args.next().context("--out needs DIR")?.into(),
-            "--max-tokens" => s2s.max_new_tokens = args.next().context("needs N")?.parse()?,
-            "--seed" => {
-                s2s.audio = SamplerConfig::s2s_audio(args.next().context("needs S")?.parse()?)
-            }
-            "-h" | "--help" => {
-                println!("usage: chat [--model DIR] [--out DIR] [--max-tokens N] [--seed S] [q1.wav ...]");
-                return Ok(());
-            }
-            _ if a.starts_with("--") => bail!("unknown option {a}"),
-            _ => questions.push(a.into()),
-        }
+    if let Some(seed) = args.seed {
+        s2s.audio = SamplerConfig::s2s_audio(seed);
     }
-    let demo = model_dir.is_none();
-    let model = match &model_dir {
-        Some(dir) => Lfm2Audio::load(dir, ModelOptions::default())
-            .with_context(|| format!("loading {}", dir.display()))?,
-        None => {
-            let dir = default_demo_dir();
-            println!(
-                "no --model given: running the built-in demo package in {} \
-                 (random tiny weights: its text and speech are noise, not answers)",
-                dir.display()
-            );
-            let paths = ensure_demo_package(&dir)?;
-            Lfm2Audio::from_package(ModelPackage::open_paths(paths)?, ModelOptions::default())?
-        }
-    };
+    let demo = args.model.is_none();
+    let model = open_model(
+        args.model.as_deref(),
+        model_options(args.threads),
+        "its text and speech are noise",
+    )?;
+    let (questions, out) = (args.questions, args.out);
     let wavs: Vec<(String, Vec<u8>)> = if questions.is_empty() {
         if !demo {
             bail!("give at least one question WAV");
@@ -121,8 +112,8 @@ fn main() -> Result<()> {
     let mut session = Session::new(model.clone(), SessionOptions::default());
     let mut history: Vec<Artifact> = Vec::new();
     for (i, (name, wav)) in wavs.iter().enumerate() {
-        let mut options = BTreeMap::new();
-        options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
+        let mut options = RequestOptions::new();
+        options.insert(RETURN_CODES.to_owned(), serde_json::Value::Bool(true));
         let request = S2sRequest {
             question: wav.clone(),
             history: history.clone(),
@@ -132,7 +123,8 @@ fn main() -> Result<()> {
         print!("turn {} ({name}): ", i + 1);
         let turn = session.s2s_with(&request, &mut |ev| {
             if let ReplyEvent::Text(t) = ev {
-                print!("{t}");
+                print!("{}", printable(&t));
+                let _ = std::io::stdout().flush();
             }
             true
         })?;
@@ -151,10 +143,10 @@ fn main() -> Result<()> {
             serde_json::to_string_pretty(&artifact.meta)?,
         )?;
         let first = r.timings.first_audio.map_or("no audio".to_owned(), |d| {
-            format!("{:.0} ms", d.as_secs_f64() * 1e3)
+            format!("first audio after {:.0} ms", d.as_secs_f64() * 1e3)
         });
         println!(
-            "  {} steps ({}), {:.2} s of audio, first audio after {first}, prompt {} positions, \
+            "  {} steps ({}), {:.2} s of audio, {first}, prompt {} positions, \
              resumed {} prefill steps, reused {} questions, total {:.0} ms",
             r.steps.len(),
             if r.ended {
@@ -162,7 +154,7 @@ fn main() -> Result<()> {
             } else {
                 "cut at max tokens"
             },
-            r.audio.len() as f64 / 24_000.0,
+            r.audio.len() as f64 / f64::from(OUTPUT_SAMPLE_RATE),
             r.prompt_positions,
             session.resumed_prefill_steps(),
             session.reused_questions(),
@@ -172,7 +164,7 @@ fn main() -> Result<()> {
             id: QUESTION_ID.to_owned(),
             kind: ArtifactKind::Custom,
             payload: wav.clone(),
-            meta: BTreeMap::new(),
+            meta: Default::default(),
         });
         history.push(artifact);
     }

@@ -9,10 +9,23 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
-use audio_engine::lfm2_audio::convert::{convert, Progress};
-use audio_engine::lfm2_audio::package::ModelPackage;
-use audio_engine::lfm2_audio::package::Quant;
+use anyhow::{Context, Result};
+use audio_engine::lfm2_audio::{convert_checkpoint, ModelPackage, Progress, Quant};
+use clap::Parser;
+
+/// Converts a Hugging Face LFM2-Audio checkpoint into the four published GGUF files.
+#[derive(Parser)]
+struct Args {
+    /// The checkpoint directory (`config.json`, `model.safetensors`, `audio_detokenizer/`, ...).
+    ckpt_dir: PathBuf,
+    /// Where the four files are written (created if needed).
+    out_dir: PathBuf,
+    /// The model name in the file names (default: the checkpoint directory's name).
+    model_name: Option<String>,
+    /// The quantization: F32, F16, Q8_0 or Q4_0 (any case).
+    #[arg(default_value_t = Quant::F16)]
+    quant: Quant,
+}
 
 /// Prints one progress line per file, rewritten in place.
 struct Line {
@@ -37,26 +50,22 @@ impl Progress for Line {
 }
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.len() < 2 || args.len() > 4 {
-        bail!("usage: convert CKPT_DIR OUT_DIR [MODEL_NAME] [F32|F16|Q8_0|Q4_0]");
-    }
-    let ckpt = PathBuf::from(&args[0]);
-    let out = PathBuf::from(&args[1]);
-    let model = match args.get(2) {
-        Some(m) => m.clone(),
+    let Args {
+        ckpt_dir: ckpt,
+        out_dir: out,
+        model_name,
+        quant: ty,
+    } = Args::parse();
+    let model = match model_name {
+        Some(m) => m,
         None => ckpt
             .canonicalize()
             .ok()
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .context("cannot derive a model name from the checkpoint path; pass MODEL_NAME")?,
     };
-    let ty: Quant = match args.get(3) {
-        Some(t) => t.parse()?,
-        None => Quant::F16,
-    };
     let mut progress = Line { file: None };
-    let paths = convert(&ckpt, &out, &model, ty, &mut progress)
+    let paths = convert_checkpoint(&ckpt, &out, &model, ty, &mut progress)
         .with_context(|| format!("converting {}", ckpt.display()))?;
     println!();
     let pkg = ModelPackage::open_quant(&out, ty).context("checking the written package")?;

@@ -3,50 +3,38 @@
 //! (`GGML_GDN_STATE_GATHER=1`), and the RS buffer's resident size, lazy against eager
 //! (`LLAMA_RS_EAGER_ZERO=1`).
 //!
-//! `cargo run --release --example gdn_bench -- [--layers 8] [--steps 32] [--runs 5] [--seqs 1,4,8,16]`
+//! `cargo run --release --features llm --example gdn_bench -- [--layers 8] [--steps 32] [--runs 5] [--seqs 1,4,8,16]`
 //!
 //! Both switches are read once per process, so every measurement runs in a child process; A and
 //! B alternate within each round and the median over rounds is reported.
 
 use anyhow::{bail, Context, Result};
-use audio_engine::ggml::lazy_memory::resident_bytes;
-use audio_engine::ggml::llama::add_log_hook;
-use audio_engine::llm::{Decoder, DecoderConfig, RandomModel, Sampler};
+use audio_engine::llm::{
+    add_log_hook, resident_bytes, Decoder, DecoderConfig, RandomModel, Sampler,
+};
+use clap::Parser;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+/// Multi-sequence decode throughput of a random qwen35: in-place against gathered state update.
+#[derive(Parser)]
 struct Args {
+    /// Layers of the random model.
+    #[arg(long, default_value_t = 8)]
     layers: u32,
+    /// Timed decode steps per run.
+    #[arg(long, default_value_t = 32)]
     steps: usize,
+    /// Rounds (A and B alternate within each; the median is reported).
+    #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// Sequence counts to measure, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,8,16")]
     seqs: Vec<u32>,
+    /// Decode threads.
+    #[arg(long, default_value_t = 2)]
     threads: i32,
-}
-
-fn parse_args() -> Result<Args> {
-    let mut a = Args {
-        layers: 8,
-        steps: 32,
-        runs: 5,
-        seqs: vec![1, 4, 8, 16],
-        threads: 2,
-    };
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    let mut i = 0;
-    while i < argv.len() {
-        let v = argv.get(i + 1).context("missing value")?;
-        match argv[i].as_str() {
-            "--layers" => a.layers = v.parse()?,
-            "--steps" => a.steps = v.parse()?,
-            "--runs" => a.runs = v.parse()?,
-            "--threads" => a.threads = v.parse()?,
-            "--seqs" => a.seqs = v.split(',').map(str::parse).collect::<Result<_, _>>()?,
-            other => bail!("unknown argument {other}"),
-        }
-        i += 2;
-    }
-    Ok(a)
 }
 
 /// Child: decode `steps` tokens on `n` sequences, print tokens/s and resident RS bytes.
@@ -150,7 +138,7 @@ fn median(v: &mut [f64]) -> f64 {
 }
 
 fn main() -> Result<()> {
-    let a = parse_args()?;
+    let a = Args::parse();
     if let Ok(n) = std::env::var("GDN_BENCH_CHILD") {
         return child(n.parse()?, &a);
     }

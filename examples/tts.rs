@@ -1,0 +1,194 @@
+//! Text to speech with LFM2-Audio: text in, 24 kHz WAV out, in one of the four voices.
+//!
+//! ```text
+//! cargo run --release --example tts -- [--model DIR] [--voice us_male|us_female|uk_male|uk_female]
+//!                                      [--stream] [--out FILE] [--max-tokens N] [--seed S] [TEXT...]
+//! ```
+//! Without `--model` it runs on the built-in demo package (random tiny weights: its speech is
+//! noise); `-` reads the text from standard input, and so does no text when standard input is
+//! not a terminal; with no text at all it says a demo sentence. With `--stream` it prints each audio chunk as it arrives and writes the same WAV
+//! as without (the chunks put together are the offline result, sample for sample).
+
+use std::io::{IsTerminal, Read, Write};
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{ensure, Context, Result};
+use audio_engine::lfm2_audio::{
+    write_wav_file_24k, ReplyEvent, ReplyResult, SamplerConfig, TtsOptions, Voice,
+    OUTPUT_SAMPLE_RATE,
+};
+use clap::{Parser, ValueEnum};
+
+mod common;
+use common::{model_options, open_model, printable};
+
+/// The voices, as the command line spells them.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+#[value(rename_all = "snake_case")]
+enum VoiceArg {
+    UsMale,
+    UsFemale,
+    UkMale,
+    UkFemale,
+}
+
+impl From<VoiceArg> for Voice {
+    fn from(v: VoiceArg) -> Voice {
+        match v {
+            VoiceArg::UsMale => Voice::UsMale,
+            VoiceArg::UsFemale => Voice::UsFemale,
+            VoiceArg::UkMale => Voice::UkMale,
+            VoiceArg::UkFemale => Voice::UkFemale,
+        }
+    }
+}
+
+/// Text to speech: writes the spoken text as a 24 kHz WAV file.
+#[derive(Parser)]
+struct Args {
+    /// Model directory with the four GGUF files (default: the built-in demo package).
+    #[arg(long, value_name = "DIR")]
+    model: Option<PathBuf>,
+    /// CPU threads [default: all cores].
+    #[arg(long, value_name = "N")]
+    threads: Option<usize>,
+    /// The voice.
+    #[arg(long, value_enum, default_value = "us_female")]
+    voice: VoiceArg,
+    /// Print each audio chunk as it arrives (the WAV is the same).
+    #[arg(long)]
+    stream: bool,
+    /// The WAV file to write.
+    #[arg(long, value_name = "FILE", default_value = "tts.wav")]
+    out: PathBuf,
+    /// Most steps (text tokens and audio frames) per chunk of text [default: 2048, with the
+    /// demo package 256].
+    #[arg(long, value_name = "N")]
+    max_tokens: Option<usize>,
+    /// Seed of the audio sampler.
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    seed: u64,
+    /// The text (words are joined with spaces). `-` reads standard input; so does no text when
+    /// standard input is not a terminal; with no text at all, a demo sentence is spoken.
+    #[arg(value_name = "TEXT")]
+    text: Vec<String>,
+}
+
+/// The sentence said when no text is given. why: the demo package's random model starts audio
+/// (`<|audio_start|>`) only for some texts; with the default voice it does for this one after
+/// 20 text tokens (tests/reference/make_reference.py, TTS_TEXT).
+const DEMO_TEXT: &str = "The train, numbers 2024 and voices.";
+
+/// The demo package's step limit: its random model rarely ends audio on its own.
+const DEMO_MAX_TOKENS: usize = 256;
+
+fn read_text(words: &[String]) -> Result<String> {
+    let stdin = std::io::stdin();
+    let explicit = matches!(words, [w] if w == "-");
+    let mut text = String::new();
+    if explicit || (words.is_empty() && !stdin.is_terminal()) {
+        stdin
+            .lock()
+            .read_to_string(&mut text)
+            .context("reading the text from standard input")?;
+    } else {
+        text = words.join(" ");
+    }
+    if text.trim().is_empty() {
+        ensure!(words.is_empty(), "the text is empty");
+        println!("no text given: saying {DEMO_TEXT:?}");
+        text = DEMO_TEXT.to_owned();
+    }
+    Ok(text)
+}
+
+fn seconds(samples: usize) -> f64 {
+    samples as f64 / f64::from(OUTPUT_SAMPLE_RATE)
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    let text = read_text(&args.text)?;
+    let model = open_model(
+        args.model.as_deref(),
+        model_options(args.threads),
+        "its speech is noise",
+    )?;
+    let opts = TtsOptions {
+        voice: args.voice.into(),
+        max_new_tokens: args.max_tokens.unwrap_or(if args.model.is_none() {
+            DEMO_MAX_TOKENS
+        } else {
+            TtsOptions::default().max_new_tokens
+        }),
+        audio: SamplerConfig::tts_audio(args.seed),
+        ..Default::default()
+    };
+    let start = Instant::now();
+    let result: ReplyResult = if args.stream {
+        let mut stream = model.tts_stream(&text, &opts)?;
+        let (mut chunks, mut samples, mut mid_line) = (0usize, Vec::new(), false);
+        while let Some(event) = stream.next_event() {
+            match event {
+                ReplyEvent::Text(t) => {
+                    print!("{}", printable(&t));
+                    let _ = std::io::stdout().flush();
+                    mid_line = true;
+                }
+                ReplyEvent::Audio(a) => {
+                    chunks += 1;
+                    if std::mem::take(&mut mid_line) {
+                        println!();
+                    }
+                    println!(
+                        "[chunk {chunks}: {} samples ({:.3} s) at {:.0} ms, {:.2} s so far]",
+                        a.len(),
+                        seconds(a.len()),
+                        start.elapsed().as_secs_f64() * 1e3,
+                        seconds(samples.len() + a.len()),
+                    );
+                    samples.extend_from_slice(&a);
+                }
+            }
+        }
+        if mid_line {
+            println!();
+        }
+        let result = stream.wait()?;
+        // why: the streamed chunks are the reply's samples as they became final, so what a
+        // player would have heard is the file written below.
+        ensure!(
+            samples == result.audio,
+            "the streamed chunks differ from the reply's audio"
+        );
+        result
+    } else {
+        let result = model.tts(&text, &opts)?;
+        if !result.text.is_empty() {
+            println!("text: {}", printable(&result.text));
+        }
+        result
+    };
+    write_wav_file_24k(&args.out, &result.audio)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    let first = result
+        .timings
+        .first_audio
+        .map_or("no audio".to_owned(), |d| {
+            format!("first audio after {:.0} ms", d.as_secs_f64() * 1e3)
+        });
+    println!(
+        "wrote {} ({:.2} s of audio, {} steps, {}); {first}, total {:.0} ms",
+        args.out.display(),
+        seconds(result.audio.len()),
+        result.steps.len(),
+        if result.ended {
+            "ended"
+        } else {
+            "cut at max tokens"
+        },
+        result.timings.total.as_secs_f64() * 1e3,
+    );
+    Ok(())
+}
