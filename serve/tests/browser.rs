@@ -14,12 +14,14 @@ use serde_json::{json, Value};
 
 use common::*;
 
-fn installed(bin: &str) -> bool {
-    Command::new("sh")
+/// The path of `bin` on `PATH`, if installed.
+fn installed(bin: &str) -> Option<String> {
+    let out = Command::new("sh")
         .args(["-c", &format!("command -v {bin}")])
-        .stdout(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .output()
+        .ok()?;
+    let p = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !p.is_empty()).then_some(p)
 }
 
 fn free_port() -> u16 {
@@ -115,13 +117,17 @@ async fn metric(srv: &serve::Running, name: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_voice_turns_in_headless_chromium() {
+    let mut bins = Vec::new();
     for bin in ["chromium", "chromedriver"] {
-        if !installed(bin) {
-            eprintln!(
-                "SKIP two_voice_turns_in_headless_chromium: `{bin}` is not installed \
-                 (apt-get install chromium chromium-driver)"
-            );
-            return;
+        match installed(bin) {
+            Some(p) => bins.push(p),
+            None => {
+                eprintln!(
+                    "SKIP two_voice_turns_in_headless_chromium: `{bin}` is not installed \
+                     (apt-get install chromium chromium-driver)"
+                );
+                return;
+            }
         }
     }
     let srv = server().await;
@@ -132,7 +138,7 @@ async fn two_voice_turns_in_headless_chromium() {
 
     let port = free_port();
     let _driver = Kill(
-        Command::new("chromedriver")
+        Command::new(&bins[1])
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
