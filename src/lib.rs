@@ -9,6 +9,7 @@
 //!   `stream`), which are safe Rust, and
 //! - `engine`, the one file that names audio-engine's API.
 #![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 
 mod capi;

@@ -79,6 +79,13 @@ pub struct SessionHandle {
     state: Mutex<State>,
 }
 
+// why: lfm2e_session_cancel reaches a session from another thread while a run holds it, through
+// a shared reference; that is sound only for a `Sync` handle.
+const _: fn() = || {
+    fn sync<T: Sync + Send>() {}
+    sync::<SessionHandle>();
+};
+
 fn abi(f: Failure) -> AbiError {
     let status = match f.kind {
         FailureKind::Invalid => Status::InvalidArgument,

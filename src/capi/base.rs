@@ -127,8 +127,8 @@ pub unsafe extern "C" fn audiocpp_registry_free(registry: *mut audiocpp_registry
 pub unsafe extern "C" fn audiocpp_registry_family_count(
     registry: *const audiocpp_registry,
 ) -> usize {
-    // SAFETY: a live registry handle or NULL.
     guard_value(0, || {
+        // SAFETY: a live registry handle or NULL.
         unsafe { ptr::opt_handle(registry) }.map_or(0, |r| r.0.families.len())
     })
 }

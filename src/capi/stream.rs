@@ -174,8 +174,8 @@ pub unsafe extern "C" fn audiocpp_event_free(event: *mut audiocpp_event) {
 /// See `crate::ptr` for the pointer contract.
 #[no_mangle]
 pub unsafe extern "C" fn audiocpp_event_is_final(event: *const audiocpp_event) -> c_int {
-    // SAFETY: a live event or NULL.
     guard_value(0, || {
+        // SAFETY: a live event or NULL.
         unsafe { ptr::opt_handle(event) }.map_or(0, |e| c_int::from(e.is_final))
     })
 }
