@@ -18,6 +18,7 @@ pub mod log;
 pub mod ops;
 pub mod quant;
 pub mod tensor;
+pub mod weights;
 
 pub use backend::{devices, Backend, DeviceInfo, DeviceKind};
 pub use buffer::{AlignedBytes, BackendBuffer, GraphAllocator, HostMemory};
@@ -28,3 +29,4 @@ pub use graph::Graph;
 pub use log::{set_log_callback, LogLevel};
 pub use ops::{GluOp, Precision, RopeMode, RopeParams, UnaryOp};
 pub use tensor::Tensor;
+pub use weights::{Param, TensorSpec, WeightStore};
