@@ -15,6 +15,7 @@ pub mod error;
 pub mod features;
 pub mod gguf_keys;
 pub mod load_error;
+pub mod nn;
 pub mod package;
 pub mod prefill_cache;
 pub mod prompt;

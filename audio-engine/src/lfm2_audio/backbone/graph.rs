@@ -340,8 +340,8 @@ pub(super) fn run(
     let inp = gather(bb, positions)?;
 
     let ctx = Context::metadata_with_graph(GRAPH_SIZE, GRAPH_SIZE)?;
-    let w = bb.weights.view();
-    let table_w = bb.audio_codes.as_ref().map(|t| t.file.view());
+    let w = bb.weights.view_in(&ctx);
+    let table_w = bb.audio_codes.as_ref().map(|t| t.file.view_in(&ctx));
     let table = match (&table_w, &bb.audio_codes) {
         (Some(tw), Some(t)) => Some(tw.get(&t.name).map_err(load_err)?),
         _ => None,

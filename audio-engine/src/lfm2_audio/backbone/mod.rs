@@ -100,8 +100,9 @@ impl AudioCodeTable {
         codebooks: usize,
         hidden: usize,
     ) -> Result<AudioCodeTable, LoadError> {
-        let w = file.view();
-        let t = w.get(name)?;
+        let t = file
+            .vb()
+            .get_any_shape(name, super::weights::Role::Matrix)?;
         let ne = t.ne();
         if ne[0] as usize != hidden || codebooks == 0 || ne[1] as usize % codebooks != 0 {
             return Err(LoadError::BadShape {

@@ -19,11 +19,11 @@ pub(super) fn run(
     hidden: &[f32],
     rows: usize,
 ) -> Result<Vec<f32>, DetokenizerError> {
-    let view = bb.weights().view();
+    let ctx = Context::metadata_with_graph(GRAPH_SIZE, GRAPH_SIZE)?;
+    let view = bb.weights().view_in(&ctx);
     let w = view.get(DENSE_2)?;
     let b = view.get(DENSE_2_BIAS)?;
     let width = w.ne()[0];
-    let ctx = Context::metadata_with_graph(GRAPH_SIZE, GRAPH_SIZE)?;
     let x = ctx.new_tensor_2d(GgmlType::F32, width, rows as i64)?;
     x.set_name("detok_head_in")?;
     x.set_input();

@@ -32,7 +32,7 @@ use super::backbone_config::LayerKind;
 use super::load_error::LoadError;
 use super::package::{Detokenizer as DetokenizerFile, Vocoder, DENSE_2, DENSE_2_BIAS};
 use super::vocoder_config::{DETOK_EMBEDDING, ISTFT_WINDOW};
-use super::weights::display_path;
+use super::weights::{display_path, Role};
 
 use istft::{Istft, OverlapAdd};
 pub use stream::DetokenizerStream;
@@ -304,9 +304,9 @@ impl Detokenizer {
         let cfg = file.lfm2.config.clone();
         let tpath = display_path(&file.lfm2.gguf);
         let backbone = Backbone::load(file.lfm2, backend)?;
-        let view = backbone.weights().view();
-        view.shaped(DENSE_2, &[hidden as i64, out_width as i64])?;
-        view.shaped(DENSE_2_BIAS, &[out_width as i64])?;
+        let vb = backbone.weights().vb();
+        vb.get(DENSE_2, &[hidden, out_width], Role::Matrix)?;
+        vb.get(DENSE_2_BIAS, &[out_width], Role::Vector)?;
         let has_attention = cfg.layer_kinds().contains(&LayerKind::Attention);
         let window_len = match (backbone.sliding_window(), has_attention) {
             (Some(w), _) => w,
@@ -336,7 +336,7 @@ impl Detokenizer {
         let mut options = DetokenizerOptions::default();
         // why: a model with a very long receptive field still gets segments mostly of new frames.
         options.segment_frames = options.segment_frames.max(4 * (warmup_frames + 1));
-        drop(view);
+        drop(vb);
         Ok(Detokenizer {
             backbone,
             codes,

@@ -115,11 +115,8 @@ impl EncoderConfig {
                 format!("{n_heads} heads do not divide the width {d_model}"),
             ));
         }
-        let w = file.view();
-        let dim = |name: &str, axis: usize| -> Result<usize> {
-            let t = w.get(name)?;
-            Ok(t.ne()[axis] as usize)
-        };
+        let vb = file.vb();
+        let dim = |name: &str, axis: usize| -> Result<usize> { Ok(vb.ne(name)?[axis] as usize) };
         let cfg = EncoderConfig {
             n_mels,
             d_model,

@@ -100,7 +100,11 @@ impl AudioEncoder {
     /// use (name, shape, type); errors name the file and the key or tensor.
     pub fn load(weights: WeightFile) -> Result<AudioEncoder, LoadError> {
         let config = EncoderConfig::from_weights(&weights)?;
-        Model::load(&weights.view(), &config)?;
+        let scratch = Context::metadata(1).map_err(|source| LoadError::Backend {
+            file: weights.path().to_path_buf(),
+            source,
+        })?;
+        Model::load(&weights.view_in(&scratch), &config)?;
         Ok(AudioEncoder { weights, config })
     }
 
@@ -144,12 +148,12 @@ impl AudioEncoder {
         }
         let t_out = cfg.output_frames(n_frames);
 
-        let view = self.weights.view();
-        let model = Model::load(&view, cfg)?;
         // why these sizes: ~80 nodes per layer plus the subsampling and adapter; every node is
         // one tensor object in the metadata context.
         let graph_size = 128 * cfg.n_layers + 256;
         let ctx = Context::metadata_with_graph(2 * graph_size, graph_size)?;
+        let view = self.weights.view_in(&ctx);
+        let model = Model::load(&view, cfg)?;
         let mel_in = ctx.new_tensor_2d(GgmlType::F32, n_mels as i64, n_frames as i64)?;
         mel_in.set_input();
         let n_pos = 2 * t_out - 1;
