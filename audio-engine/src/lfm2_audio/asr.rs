@@ -87,7 +87,9 @@ impl Lfm2Audio {
             ));
         }
         let t0 = Instant::now();
-        let (rows, audio) = self.encode_audio(samples)?;
+        // why: the call computes on a backend of its own, so it never waits for other calls.
+        let backend = self.run_backend(None)?;
+        let (rows, audio) = self.encode_audio_on(&backend, samples)?;
         let t_enc = t0.elapsed();
 
         let tok = self.tokenizer();
@@ -106,7 +108,7 @@ impl Lfm2Audio {
                 opts.max_new_tokens
             )));
         }
-        let mut cache = self.new_cache(prompt_positions + opts.max_new_tokens)?;
+        let mut cache = self.new_cache(&backend, prompt_positions + opts.max_new_tokens)?;
         let t1 = Instant::now();
         let out = self.prefill(&mut cache, &prompt, &audio)?;
         let t_prefill = t1.elapsed();

@@ -159,6 +159,8 @@ impl Lfm2Audio {
             return Err(EngineError::InvalidRequest("no text to speak".into()));
         }
         let started = Instant::now();
+        // why: the call computes on a backend of its own, so it never waits for other calls.
+        let backend = self.run_backend(None)?;
         let mut all = ReplyResult::default();
         let mut stop = false;
         for (i, chunk) in chunks.iter().enumerate() {
@@ -171,7 +173,7 @@ impl Lfm2Audio {
                 stop |= !go;
                 go
             };
-            let r = self.run_reply(self.tts_request(chunk, &o), None, &mut guard)?;
+            let r = self.run_reply(&backend, self.tts_request(chunk, &o), None, &mut guard)?;
             if all.timings.first_audio.is_none() {
                 all.timings.first_audio = r.timings.first_audio.map(|_| started.elapsed());
             }
