@@ -1,4 +1,8 @@
 //! LFM2-Audio: LiquidAI's speech-in/speech-out model on top of the LFM2 backbone.
+//!
+//! Nothing here touches raw pointers: every `unsafe` block of the engine lives in
+//! [`crate::ggml`], which states why each is sound.
+#![forbid(unsafe_code)]
 
 pub mod asr;
 pub mod audio;
