@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use crate::ggml::Backend;
 
+use super::asr::{AsrOptions, AsrResult};
 use super::audio::ReadOptions;
 use super::conversation::{
     encode_reply, read_history, validate_for_task, Artifact, ChatMarkup, ChatPiece, HistoryConfig,
@@ -30,6 +31,7 @@ use super::reply::{EventStream, Item, ReplyRequest, ReplyResult, ReplyStream};
 use super::reply::{ReplyEvent, ReplyOptions};
 use super::s2s::S2sOptions;
 use super::schedule::Schedule;
+use super::tts::TtsOptions;
 
 /// Session settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,6 +276,20 @@ impl Session {
             artifact,
             reused_questions: p.reused,
         })
+    }
+
+    /// Transcribes 16 kHz mono samples on the session's backend (as [`Lfm2Audio::asr`]; the
+    /// conversation caches are not involved).
+    pub fn asr(&mut self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+        let backend = self.backend()?;
+        self.model.asr_on(&backend, samples, opts)
+    }
+
+    /// Speaks `text` on the session's backend (as [`Lfm2Audio::tts`]; the conversation caches
+    /// are not involved).
+    pub fn tts(&mut self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {
+        let backend = self.backend()?;
+        self.model.tts_on(&backend, text, opts, &mut |_| true)
     }
 
     /// Runs one turn offline.
