@@ -1,7 +1,8 @@
 //! Sessions on one loaded model compute at the same time: four sessions, one ggml thread each,
 //! on four threads at once (ASR, TTS, a three-turn S2S conversation carrying its history as
 //! artifacts with `return_codes`, and a two-turn conversation whose second turn streams), and
-//! every result is byte-identical to the same requests run alone in a fresh session.
+//! every result is byte-identical to the same requests run alone in a fresh session. No run
+//! looks a weight up by name: every layer holds its weights from load on.
 
 mod common;
 
@@ -177,6 +178,7 @@ fn run(e: &Lfm2Audio, job: Job) -> Output {
 #[test]
 fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
     let e = engine(OutType::F32);
+    let lookups = audio_engine::ggml::weights::name_lookups();
     let jobs = [
         Job::Asr,
         Job::Tts,
@@ -222,6 +224,11 @@ fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
             assert!(va == vb, "{job:?}: {ka} differs when run beside the others");
         }
     }
+    assert_eq!(
+        audio_engine::ggml::weights::name_lookups(),
+        lookups,
+        "a forward pass looked a weight up by name"
+    );
     // The jobs really ran at the same time: every one started before any finished.
     let last_start = together.iter().map(|t| t.1).max().unwrap();
     let first_end = together.iter().map(|t| t.2).min().unwrap();

@@ -34,6 +34,7 @@
 
 use std::collections::HashMap;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ggml_sys as sys;
@@ -44,6 +45,16 @@ use super::context::{Context, Retained};
 use super::dtype::GgmlType;
 use super::error::{GgmlError, Result};
 use super::tensor::Tensor;
+
+/// Name lookups in all stores so far (see [`name_lookups`]).
+static LOOKUPS: AtomicU64 = AtomicU64::new(0);
+
+/// How many times any [`WeightStore`] has looked a tensor up by name ([`WeightStore::get`],
+/// [`WeightStore::contains`]) since the program started. Layers bind their weights once at
+/// load; tests check that running a model adds no lookups.
+pub fn name_lookups() -> u64 {
+    LOOKUPS.load(Ordering::Relaxed)
+}
 
 /// Address ranges of the pools holding store tensors' structs (one per live store).
 static READ_ONLY: RwLock<Vec<(usize, usize)>> = RwLock::new(Vec::new());
@@ -211,6 +222,7 @@ impl WeightStore {
 
     /// The tensor `name`, if the store has it.
     pub fn get(&self, name: &str) -> Option<Param> {
+        LOOKUPS.fetch_add(1, Ordering::Relaxed);
         self.inner.index.get(name).map(|&ptr| Param {
             store: self.inner.clone(),
             ptr,
@@ -219,6 +231,7 @@ impl WeightStore {
 
     /// Whether the store has a tensor `name`.
     pub fn contains(&self, name: &str) -> bool {
+        LOOKUPS.fetch_add(1, Ordering::Relaxed);
         self.inner.index.contains_key(name)
     }
 
