@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter};
 use audio_engine::ggml::GgmlType;
 use audio_engine::lfm2_audio::backbone_config::{
-    LayerKind, Lfm2Backbone, Lfm2Config, LoadError, MixerTensors,
+    LayerKind, Lfm2Backbone, Lfm2Config, LoadError, Mixer,
 };
+use audio_engine::lfm2_audio::nn::QkvProjection;
 use audio_engine::llm::LlmModel;
 
 const HIDDEN: u64 = 64;
@@ -157,19 +158,26 @@ fn synthetic_backbone_loads_and_validates() {
     );
     assert_eq!(c.attention_layers(), vec![1, 3]);
 
-    let t = &b.tensors;
-    assert_eq!(t.token_embd, "token_embd.weight");
-    assert_eq!(t.output_norm, "token_embd_norm.weight");
-    assert_eq!(t.output, None);
-    assert_eq!(t.layers[2].ffn_down, "blk.2.ffn_down.weight");
+    // The typed layers, bound from llama.cpp's names.
+    let be = audio_engine::ggml::Backend::cpu().unwrap();
+    let unused = b.unused_tensors().unwrap();
+    let bb = audio_engine::lfm2_audio::backbone::Backbone::load(b, &be).unwrap();
+    let t = bb.layers();
+    assert_eq!(t.token_embd.name(), "token_embd.weight");
+    assert_eq!(t.output_norm.weight.name(), "token_embd_norm.weight");
+    // Tied head.
+    assert!(t.head.same_as(&t.token_embd));
+    assert_eq!(t.layers[2].ffn.down.weight.name(), "blk.2.ffn_down.weight");
     assert!(
-        matches!(&t.layers[0].mixer, MixerTensors::Conv { conv, .. } if conv == "blk.0.shortconv.conv.weight")
+        matches!(&t.layers[0].mixer, Mixer::Conv(c) if c.conv.name() == "blk.0.shortconv.conv.weight")
     );
-    assert!(
-        matches!(&t.layers[3].mixer, MixerTensors::Attention { k_norm, .. } if k_norm == "blk.3.attn_k_norm.weight")
-    );
+    assert!(matches!(&t.layers[3].mixer, Mixer::Attention(a)
+        if a.k_norm.weight.name() == "blk.3.attn_k_norm.weight"
+            && matches!(&a.qkv, QkvProjection::Separate { v, .. } if v.weight.name() == "blk.3.attn_v.weight")));
+    let kinds: Vec<_> = t.layers.iter().map(|l| l.kind()).collect();
+    assert_eq!(kinds, bb.config().layer_kinds());
     // Every tensor in the file is accounted for by the tree.
-    assert_eq!(t.expected(c).len(), b.gguf.tensors().len());
+    assert_eq!(unused, Vec::<String>::new());
 }
 
 #[test]

@@ -85,7 +85,7 @@ fn fixture_logits() -> Vec<Vec<f32>> {
 }
 
 fn teacher_forced(ty: Quant) -> Vec<Vec<f32>> {
-    let mut d = depthformer(ty);
+    let d = depthformer(ty);
     d.frame_logits_teacher_forced(&reference().f32("s2s_depth_hidden"), &first_frame())
         .unwrap()
 }
@@ -122,7 +122,7 @@ fn teacher_forced_logits_match_liquid_audio() {
 
 #[test]
 fn greedy_frame_matches_liquid_audio() {
-    let mut d = depthformer(Quant::F32);
+    let d = depthformer(Quant::F32);
     let hidden = reference().f32("s2s_depth_hidden");
     let mut s = AudioSampler::greedy();
     let codes = d.frame(&hidden, &mut s).unwrap();
@@ -139,7 +139,7 @@ fn greedy_frame_matches_liquid_audio() {
 
 #[test]
 fn session_reuses_graphs_and_agrees_with_frame() {
-    let mut d = depthformer(Quant::F32);
+    let d = depthformer(Quant::F32);
     let hidden = reference().f32("s2s_depth_hidden");
     // A second hidden state: a different frame between two runs of the same graphs.
     let other: Vec<f32> = hidden.iter().rev().map(|v| v * 0.7).collect();
@@ -214,7 +214,7 @@ fn quantized_logits_stay_close_to_f32() {
             "{ty:?}: relative error {worst:e} >= {bound:e}"
         );
         // Where the fixture's margin exceeds twice the error, greedy picks cannot change.
-        let mut d = depthformer(ty);
+        let d = depthformer(ty);
         let codes = d.frame(&hidden, &mut AudioSampler::greedy()).unwrap();
         for (cb, (&got, &want)) in codes.iter().zip(&first_frame()).enumerate() {
             if margins[cb] > 2.0 * worst_abs {
@@ -235,7 +235,7 @@ fn end_of_audio_at_codebook_0_ends_the_frame() {
         top_k: 0,
         seed,
     };
-    let mut d = depthformer(Quant::F32);
+    let d = depthformer(Quant::F32);
     let hidden = reference().f32("s2s_depth_hidden");
     let l0 = &d
         .frame_logits_teacher_forced(&hidden, &first_frame())
@@ -263,7 +263,7 @@ fn end_of_audio_at_codebook_0_ends_the_frame() {
 
 #[test]
 fn bad_inputs_are_typed_errors() {
-    let mut d = depthformer(Quant::F32);
+    let d = depthformer(Quant::F32);
     let hidden = reference().f32("s2s_depth_hidden");
     let mut s = AudioSampler::greedy();
     assert!(matches!(
@@ -331,7 +331,7 @@ fn load_errors_name_the_file_and_tensor() {
 
     // The optional theta key is honoured (and the default is what matches liquid-audio).
     let path = rewritten_vocoder("theta", "", Some((KEY_ROPE_THETA, GgufValue::F32(1e4))));
-    let mut d = Depthformer::load_gguf(GgufFile::open(&path).unwrap(), &backend()).unwrap();
+    let d = Depthformer::load_gguf(GgufFile::open(&path).unwrap(), &backend()).unwrap();
     assert_eq!(d.rope_theta(), 1e4);
     let l = d
         .frame_logits_teacher_forced(&reference().f32("s2s_depth_hidden"), &first_frame())

@@ -73,6 +73,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
         SessionOptions {
             prefill_slots: 0,
             kept_questions: 0,
+            ..Default::default()
         },
     );
     let mut history: Vec<Artifact> = Vec::new();

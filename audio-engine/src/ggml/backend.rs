@@ -219,6 +219,26 @@ impl Backend {
         Backend::from_raw(raw, name)
     }
 
+    /// A new backend on the same device: its own stream (CPU: its own worker threads, thread
+    /// count and work buffer), so graphs computed on it never wait for this one's. Buffers and
+    /// weights of this backend's device are usable by it.
+    pub fn new_instance(&self) -> Result<Backend> {
+        let dev = {
+            let raw = self.lock();
+            // SAFETY: the backend is live.
+            unsafe { sys::ggml_backend_get_device(raw.as_ptr()) }
+        };
+        let Some(dev) = NonNull::new(dev) else {
+            return Err(GgmlError::BackendUnavailable {
+                what: format!("{}: no device", self.name()),
+            });
+        };
+        // SAFETY: `dev` is a registered device (devices live for the program); null params
+        // select the device's defaults; ggml returns null on failure.
+        let raw = unsafe { sys::ggml_backend_dev_init(dev.as_ptr(), std::ptr::null()) };
+        Backend::from_raw(raw, self.name())
+    }
+
     /// The backend's name (e.g. `"CPU"`).
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -343,6 +363,19 @@ impl Backend {
             }
             if hdr.op == sys::GGML_OP_NONE {
                 continue;
+            }
+            // why: a node writes its own data; views, reshapes, permutes and transposes are
+            // computed as no-ops. Any other node whose data is a shared weight's would write it
+            // while other threads read it (see `weights`).
+            let aliases = matches!(
+                hdr.op,
+                sys::GGML_OP_VIEW
+                    | sys::GGML_OP_RESHAPE
+                    | sys::GGML_OP_PERMUTE
+                    | sys::GGML_OP_TRANSPOSE
+            );
+            if !aliases && super::weights::is_read_only(t.as_ptr()) {
+                return Err(GgmlError::ReadOnly { tensor: t.name() });
             }
             // SAFETY: as in `supports_op`.
             let supported = unsafe { sys::ggml_backend_supports_op(raw.as_ptr(), t.as_ptr()) };

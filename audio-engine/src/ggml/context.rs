@@ -137,6 +137,11 @@ pub(crate) enum Retained {
         /// Dropped with the context, which releases the lease.
         _lease: super::buffer::AllocatorLease,
     },
+    /// A weight store whose tensors the context's graphs use.
+    Store {
+        /// Dropped with the context.
+        _store: Arc<super::weights::StoreInner>,
+    },
 }
 
 /// A ggml context: the arena that owns tensor metadata, graphs and (optionally) tensor data.
@@ -329,13 +334,31 @@ impl Context {
         if let Retained::Buffer { _buffer: new } = &item {
             let known = retained.iter().any(|r| match r {
                 Retained::Buffer { _buffer: b } => Arc::ptr_eq(b, new),
-                Retained::Lease { .. } => false,
+                Retained::Lease { .. } | Retained::Store { .. } => false,
             });
             if known {
                 return;
             }
         }
         retained.push(item);
+    }
+
+    /// Retains the item `make` returns unless an item `known` accepts is retained already.
+    pub(crate) fn retain_with(
+        &self,
+        known: impl Fn(&Retained) -> bool,
+        make: impl FnOnce() -> Retained,
+    ) {
+        let mut retained = self.retained.borrow_mut();
+        if !retained.iter().any(known) {
+            retained.push(make());
+        }
+    }
+
+    /// Address range `[start, end)` of the pool holding this context's tensor structs.
+    pub(crate) fn pool_range(&self) -> (usize, usize) {
+        let start = self.raw.pool.ptr.as_ptr() as usize;
+        (start, start + self.raw.pool.layout.size())
     }
 
     /// Fails unless `needed` more bytes fit in the pool.

@@ -110,6 +110,13 @@ pub enum GgmlError {
         /// What was accessed.
         detail: String,
     },
+    /// A write into a shared weight (a [`WeightStore`](super::WeightStore) tensor or a view of
+    /// one): weights are immutable once loaded.
+    #[error("tensor {tensor:?} is a shared weight and cannot be written")]
+    ReadOnly {
+        /// The tensor's name.
+        tensor: String,
+    },
     /// A tensor has no memory yet (allocate its context or graph first).
     #[error("tensor {tensor:?} is not allocated")]
     NotAllocated {

@@ -17,9 +17,11 @@ pub mod llama;
 #[cfg(all(feature = "llm", feature = "testkit"))]
 pub mod llama_vocab;
 pub mod log;
+pub mod mapped_file;
 pub mod ops;
 pub mod quant;
 pub mod tensor;
+pub mod weights;
 
 pub use backend::{devices, Backend, DeviceInfo, DeviceKind};
 pub use buffer::{AlignedBytes, BackendBuffer, GraphAllocator, HostMemory};
@@ -28,5 +30,7 @@ pub use dtype::GgmlType;
 pub use error::{ComputeStatus, GgmlError, Result};
 pub use graph::Graph;
 pub use log::{set_log_callback, LogLevel};
+pub use mapped_file::MappedFile;
 pub use ops::{GluOp, Precision, RopeMode, RopeParams, UnaryOp};
 pub use tensor::Tensor;
+pub use weights::{Param, TensorSpec, WeightStore};

@@ -106,8 +106,14 @@ impl<'ctx> Tensor<'ctx> {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// Sets the tensor's name. Names are at most 63 bytes and contain no NUL.
+    /// Sets the tensor's name. Names are at most 63 bytes and contain no NUL. A shared
+    /// weight's name cannot be changed ([`GgmlError::ReadOnly`]).
     pub fn set_name(self, name: &str) -> Result<()> {
+        if super::weights::is_store_tensor(self.as_ptr()) {
+            return Err(GgmlError::ReadOnly {
+                tensor: self.name(),
+            });
+        }
         if name.len() >= sys::GGML_MAX_NAME as usize {
             return Err(GgmlError::arg(
                 "set_name",
@@ -173,14 +179,23 @@ impl<'ctx> Tensor<'ctx> {
     }
 
     /// Marks the tensor as a graph input: graph allocators place it where nothing else overlaps.
+    /// Does nothing to a shared weight (it has its memory already, and is never written).
     pub fn set_input(self) {
-        // SAFETY: the tensor is live; this sets a flag bit.
+        if super::weights::is_store_tensor(self.as_ptr()) {
+            return;
+        }
+        // SAFETY: the tensor is live and not shared with other threads (its context's thread
+        // owns it); this sets a flag bit.
         unsafe { sys::ggml_set_input(self.as_ptr()) }
     }
 
-    /// Marks the tensor as a graph output: graph allocators never reuse its memory.
+    /// Marks the tensor as a graph output: graph allocators never reuse its memory. Does nothing
+    /// to a shared weight (it has its memory already, and is never written).
     pub fn set_output(self) {
-        // SAFETY: the tensor is live; this sets a flag bit.
+        if super::weights::is_store_tensor(self.as_ptr()) {
+            return;
+        }
+        // SAFETY: as in `set_input`.
         unsafe { sys::ggml_set_output(self.as_ptr()) }
     }
 
@@ -241,6 +256,11 @@ impl<'ctx> Tensor<'ctx> {
     /// Offsets address the tensor's byte span (`nbytes`); for a non-contiguous view that span
     /// includes the bytes between its elements.
     pub fn set_bytes(self, offset: usize, bytes: &[u8]) -> Result<()> {
+        if super::weights::is_read_only(self.as_ptr()) {
+            return Err(GgmlError::ReadOnly {
+                tensor: self.name(),
+            });
+        }
         self.check_range(offset, bytes.len())?;
         if bytes.is_empty() {
             return Ok(());

@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use crate::ggml::Backend;
+
 use super::engine::Lfm2Audio;
 use super::error::EngineError;
 use super::prompt::{PromptBuilder, SYSTEM_ASR};
@@ -81,13 +83,25 @@ impl Lfm2Audio {
 
     /// Transcribes 16 kHz mono samples.
     pub fn asr(&self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+        // why: the call computes on a backend of its own, so it never waits for other calls.
+        let backend = self.run_backend(None)?;
+        self.asr_on(&backend, samples, opts)
+    }
+
+    /// [`Lfm2Audio::asr`] computing on `backend`.
+    pub(crate) fn asr_on(
+        &self,
+        backend: &Backend,
+        samples: &[f32],
+        opts: &AsrOptions,
+    ) -> Result<AsrResult, EngineError> {
         if opts.max_new_tokens == 0 {
             return Err(EngineError::InvalidRequest(
                 "max_new_tokens must be positive".into(),
             ));
         }
         let t0 = Instant::now();
-        let (rows, audio) = self.encode_audio(samples)?;
+        let (rows, audio) = self.encode_audio_on(backend, samples)?;
         let t_enc = t0.elapsed();
 
         let tok = self.tokenizer();
@@ -106,7 +120,7 @@ impl Lfm2Audio {
                 opts.max_new_tokens
             )));
         }
-        let mut cache = self.new_cache(prompt_positions + opts.max_new_tokens)?;
+        let mut cache = self.new_cache(backend, prompt_positions + opts.max_new_tokens)?;
         let t1 = Instant::now();
         let out = self.prefill(&mut cache, &prompt, &audio)?;
         let t_prefill = t1.elapsed();

@@ -2,20 +2,21 @@
 //!
 //! [`Lfm2Config`] mirrors the Hugging Face `config.json` field names but is derived only from the
 //! GGUF metadata (llama.cpp's `lfm2.*` keys) and tensor shapes, never from constants, so the same
-//! code reads the 1.2B backbone, the detokenizer and any test model. [`Lfm2Tensors`] names every
-//! tensor llama.cpp's `llama_model_lfm2::load_arch_tensors` requires, and
-//! [`Lfm2Tensors::validate`] checks each exists with the shape and a type the engine supports, so
-//! a bad file fails at load with a [`LoadError`] naming the file and the tensor or key, not deep
-//! inside a compute graph.
+//! code reads the 1.2B backbone, the detokenizer and any test model. [`Lfm2Weights`] binds every
+//! tensor llama.cpp's `llama_model_lfm2::load_arch_tensors` requires into typed layers, checking
+//! each exists with the shape and a type the engine supports, so a bad file fails at load (and
+//! already when [`Lfm2Backbone`] opens it) with a [`LoadError`] naming the file and the tensor
+//! or key, not deep inside a compute graph.
 
 use std::path::{Path, PathBuf};
 
-use crate::ggml::gguf::{GgufFile, GgufValue, TensorInfo};
+use crate::ggml::gguf::{GgufFile, GgufValue};
 
 use super::gguf_keys as K;
 pub use super::load_error::{LoadError, Result};
-use super::weights::{display_path, open_gguf};
-use crate::ggml::GgmlType;
+use super::nn::{Attention, Linear, QkvProjection, RmsNorm, ShortConv, SwiGlu};
+use super::weights::{describe, display_path, open_gguf, Role, VarBuilder};
+use crate::ggml::{Param, RopeMode, RopeParams};
 
 pub use super::load_error::LFM2_ARCH;
 
@@ -291,259 +292,137 @@ pub const OUTPUT_NORM: &str = "token_embd_norm.weight";
 /// Name of the optional untied output head.
 pub const OUTPUT: &str = "output.weight";
 
-/// The token-mixing tensors of one layer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum MixerTensors {
-    /// A gated short-conv layer.
-    Conv {
-        /// `blk.N.shortconv.in_proj.weight`, [hidden, 3*hidden]: B, C and x.
-        in_proj: String,
-        /// `blk.N.shortconv.conv.weight`, [L, hidden]: the depthwise kernel.
-        conv: String,
-        /// `blk.N.shortconv.out_proj.weight`, [hidden, hidden].
-        out_proj: String,
-    },
-    /// An attention layer.
-    Attention {
-        /// `blk.N.attn_q.weight`, [hidden, heads*head_dim].
-        q: String,
-        /// `blk.N.attn_k.weight`, [hidden, kv_heads*head_dim].
-        k: String,
-        /// `blk.N.attn_v.weight`, [hidden, kv_heads*head_dim].
-        v: String,
-        /// `blk.N.attn_output.weight`, [heads*head_dim, hidden].
-        output: String,
-        /// `blk.N.attn_q_norm.weight`, [head_dim].
-        q_norm: String,
-        /// `blk.N.attn_k_norm.weight`, [head_dim].
-        k_norm: String,
-    },
+/// What one backbone layer mixes tokens with, bound from `blk.N.*`.
+#[derive(Debug, Clone)]
+pub enum Mixer {
+    /// `shortconv.{in_proj, conv, out_proj}`.
+    Conv(ShortConv),
+    /// `attn_{q, k, v, q_norm, k_norm, output}`: GQA with per-head q/k RMSNorm and NEOX RoPE.
+    Attention(Attention),
 }
 
-/// The llama.cpp tensor names of one backbone layer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LayerTensors {
-    /// Layer index `N`.
-    pub index: usize,
+/// One backbone layer: `x += mixer(RMSNorm x)`, `x += SwiGLU(RMSNorm x)`.
+#[derive(Debug, Clone)]
+pub struct Lfm2Layer {
+    /// `blk.N.attn_norm`: the pre-mixer RMSNorm (on conv layers too).
+    pub attn_norm: RmsNorm,
+    /// The conv or attention block.
+    pub mixer: Mixer,
+    /// `blk.N.ffn_norm`: the pre-FFN RMSNorm.
+    pub ffn_norm: RmsNorm,
+    /// `blk.N.ffn_{gate, up, down}`.
+    pub ffn: SwiGlu,
+}
+
+impl Lfm2Layer {
     /// Conv or attention.
-    pub kind: LayerKind,
-    /// `blk.N.attn_norm.weight`: the pre-mixer RMSNorm (on conv layers too).
-    pub attn_norm: String,
-    /// `blk.N.ffn_norm.weight`: the pre-FFN RMSNorm.
-    pub ffn_norm: String,
-    /// `blk.N.ffn_gate.weight`, [hidden, ff].
-    pub ffn_gate: String,
-    /// `blk.N.ffn_up.weight`, [hidden, ff].
-    pub ffn_up: String,
-    /// `blk.N.ffn_down.weight`, [ff, hidden].
-    pub ffn_down: String,
-    /// The conv or attention tensors.
-    pub mixer: MixerTensors,
-}
-
-/// What a tensor is, which decides the types it may be stored in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TensorRole {
-    /// A matrix used in a matmul or row lookup: F32, F16, Q8_0, Q4_0 or Q6_K.
-    Matrix,
-    /// A norm weight or conv kernel: F32 only (every published quantization keeps them F32, and
-    /// the element-wise ops consuming them are F32).
-    F32Only,
-}
-
-impl TensorRole {
-    /// Whether a tensor in this role may be stored as `ty`.
-    pub fn allows(self, ty: GgmlType) -> bool {
-        match self {
-            TensorRole::Matrix => matches!(
-                ty,
-                GgmlType::F32 | GgmlType::F16 | GgmlType::Q8_0 | GgmlType::Q4_0 | GgmlType::Q6_K
-            ),
-            TensorRole::F32Only => ty == GgmlType::F32,
+    pub fn kind(&self) -> LayerKind {
+        match self.mixer {
+            Mixer::Conv(_) => LayerKind::Conv,
+            Mixer::Attention(_) => LayerKind::Attention,
         }
     }
 }
 
-/// One tensor the config requires: name, shape (ggml order) and role.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExpectedTensor {
-    /// The llama.cpp name.
-    pub name: String,
-    /// The shape in ggml order (`shape[0]` fastest).
-    pub shape: Vec<u64>,
-    /// Which types it may have.
-    pub role: TensorRole,
+/// Every backbone weight as typed layers, with the shapes and types of llama.cpp's
+/// `llama_model_lfm2::load_arch_tensors`: q `[hidden, hidden]` (llama.cpp uses `n_embd` for the
+/// q width, i.e. heads*head_dim == hidden), k/v `[hidden, kv*head_dim]`, output
+/// `[hidden, hidden]`, conv `[L, hidden]` (F32), in_proj `[hidden, 3*hidden]`; norms F32.
+#[derive(Debug, Clone)]
+pub struct Lfm2Weights {
+    /// `token_embd.weight`, `[hidden, vocab]`.
+    pub token_embd: Param,
+    /// `token_embd_norm.weight`: the final norm.
+    pub output_norm: RmsNorm,
+    /// The text head: `output.weight` when the file has an untied one, else `token_embd`.
+    pub head: Param,
+    /// Per-layer blocks.
+    pub layers: Vec<Lfm2Layer>,
 }
 
-/// Every backbone tensor name, as llama.cpp's LFM2 loader expects them.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lfm2Tensors {
-    /// `token_embd.weight`, [hidden, vocab].
-    pub token_embd: String,
-    /// `token_embd_norm.weight`, [hidden]: the final norm.
-    pub output_norm: String,
-    /// `output.weight`, [hidden, vocab], when the file has an untied head (`None`: tied).
-    pub output: Option<String>,
-    /// Per-layer names.
-    pub layers: Vec<LayerTensors>,
-}
-
-impl Lfm2Tensors {
-    /// The names `cfg` implies; `has_output` says whether the file stores an untied head.
-    pub fn new(cfg: &Lfm2Config, has_output: bool) -> Lfm2Tensors {
-        let layers = (0..cfg.num_hidden_layers as usize)
-            .map(|i| {
-                let n = |s: &str| format!("blk.{i}.{s}.weight");
-                let kind = cfg.layer_kind(i);
-                let mixer = match kind {
-                    LayerKind::Conv => MixerTensors::Conv {
-                        in_proj: n("shortconv.in_proj"),
-                        conv: n("shortconv.conv"),
-                        out_proj: n("shortconv.out_proj"),
-                    },
-                    LayerKind::Attention => MixerTensors::Attention {
-                        q: n("attn_q"),
-                        k: n("attn_k"),
-                        v: n("attn_v"),
-                        output: n("attn_output"),
-                        q_norm: n("attn_q_norm"),
-                        k_norm: n("attn_k_norm"),
-                    },
-                };
-                LayerTensors {
-                    index: i,
-                    kind,
-                    attn_norm: n("attn_norm"),
-                    ffn_norm: n("ffn_norm"),
-                    ffn_gate: n("ffn_gate"),
-                    ffn_up: n("ffn_up"),
-                    ffn_down: n("ffn_down"),
-                    mixer,
-                }
-            })
-            .collect();
-        Lfm2Tensors {
-            token_embd: TOKEN_EMBD.to_owned(),
-            output_norm: OUTPUT_NORM.to_owned(),
-            output: has_output.then(|| OUTPUT.to_owned()),
-            layers,
-        }
-    }
-
-    /// Every tensor with its expected shape and role, in file order of llama.cpp's loader.
-    ///
-    /// Shapes follow `llama_model_lfm2::load_arch_tensors`: q [hidden, hidden] (llama.cpp uses
-    /// `n_embd` for the q width, i.e. heads*head_dim == hidden), k/v [hidden, kv*head_dim],
-    /// output [hidden, hidden], conv [L, hidden], in_proj [hidden, 3*hidden].
-    pub fn expected(&self, cfg: &Lfm2Config) -> Vec<ExpectedTensor> {
-        use TensorRole::{F32Only, Matrix};
-        let h = u64::from(cfg.hidden_size);
-        let ff = u64::from(cfg.intermediate_size);
-        let hd = u64::from(cfg.head_dim);
-        let vocab = u64::from(cfg.vocab_size);
-        let mut out = Vec::new();
-        let mut push = |name: &String, shape: Vec<u64>, role| {
-            out.push(ExpectedTensor {
-                name: name.clone(),
-                shape,
-                role,
-            })
+impl Lfm2Weights {
+    /// Binds every tensor `cfg` implies from the root of a file's name tree.
+    pub fn load(vb: &VarBuilder<'_>, cfg: &Lfm2Config) -> Result<Lfm2Weights> {
+        let h = cfg.hidden_size as usize;
+        let ff = cfg.intermediate_size as usize;
+        let hd = cfg.head_dim as usize;
+        let vocab = cfg.vocab_size as usize;
+        let eps = cfg.norm_eps;
+        let token_embd = vb
+            .pp("token_embd")
+            .get("weight", &[h, vocab], Role::Matrix)?;
+        let output_norm = RmsNorm::load(&vb.pp("token_embd_norm"), h, eps)?;
+        let head = if vb.contains(OUTPUT) {
+            vb.pp("output").get("weight", &[h, vocab], Role::Matrix)?
+        } else {
+            token_embd.clone()
         };
-        push(&self.token_embd, vec![h, vocab], Matrix);
-        push(&self.output_norm, vec![h], F32Only);
-        if let Some(o) = &self.output {
-            push(o, vec![h, vocab], Matrix);
-        }
-        for l in &self.layers {
-            push(&l.ffn_norm, vec![h], F32Only);
-            push(&l.ffn_gate, vec![h, ff], Matrix);
-            push(&l.ffn_down, vec![ff, h], Matrix);
-            push(&l.ffn_up, vec![h, ff], Matrix);
-            push(&l.attn_norm, vec![h], F32Only);
-            match &l.mixer {
-                MixerTensors::Attention {
-                    q,
-                    k,
-                    v,
-                    output,
-                    q_norm,
-                    k_norm,
-                } => {
-                    let kv = u64::from(cfg.num_key_value_heads[l.index]) * hd;
-                    push(q_norm, vec![hd], F32Only);
-                    push(k_norm, vec![hd], F32Only);
-                    push(q, vec![h, h], Matrix);
-                    push(k, vec![h, kv], Matrix);
-                    push(v, vec![h, kv], Matrix);
-                    push(output, vec![h, h], Matrix);
-                }
-                MixerTensors::Conv {
-                    in_proj,
-                    conv,
-                    out_proj,
-                } => {
-                    push(conv, vec![u64::from(cfg.conv_L_cache), h], F32Only);
-                    push(in_proj, vec![h, 3 * h], Matrix);
-                    push(out_proj, vec![h, h], Matrix);
-                }
-            }
-        }
-        out
-    }
-
-    /// Builds the names for `cfg` and checks every expected tensor of `gguf` exists with the
-    /// expected shape and an allowed type. Returns the names on success.
-    pub fn validate(gguf: &GgufFile, cfg: &Lfm2Config) -> Result<Lfm2Tensors> {
-        let file = display_path(gguf);
-        let names = Lfm2Tensors::new(cfg, gguf.tensor(OUTPUT).is_some());
-        for e in names.expected(cfg) {
-            let t = gguf
-                .tensor(&e.name)
-                .ok_or_else(|| LoadError::MissingTensor {
-                    file: file.clone(),
-                    tensor: e.name.clone(),
-                })?;
-            if !same_shape(t, &e.shape) {
-                return Err(LoadError::BadShape {
-                    file,
-                    tensor: e.name,
-                    expected: e.shape,
-                    found: t.shape().to_vec(),
-                });
-            }
-            if !e.role.allows(t.ggml_type()) {
-                return Err(LoadError::BadType {
-                    file,
-                    tensor: e.name,
-                    found: t.ggml_type(),
-                });
-            }
-        }
-        Ok(names)
+        let rope = RopeParams::new(hd, RopeMode::Neox, cfg.rope_theta);
+        let layers = (0..cfg.num_hidden_layers as usize)
+            .map(|il| {
+                let b = vb.pp("blk").pp(il);
+                let mixer = match cfg.layer_kind(il) {
+                    LayerKind::Conv => {
+                        let c = b.pp("shortconv");
+                        Mixer::Conv(ShortConv {
+                            conv: c.pp("conv").get(
+                                "weight",
+                                &[cfg.conv_L_cache as usize, h],
+                                Role::Vector,
+                            )?,
+                            in_proj: Linear::load(&c.pp("in_proj"), h, 3 * h, false)?,
+                            out_proj: Linear::load(&c.pp("out_proj"), h, h, false)?,
+                            dim: h,
+                        })
+                    }
+                    LayerKind::Attention => {
+                        let nkv = cfg.num_key_value_heads[il] as usize;
+                        Mixer::Attention(Attention {
+                            q_norm: RmsNorm::load(&b.pp("attn_q_norm"), hd, eps)?,
+                            k_norm: RmsNorm::load(&b.pp("attn_k_norm"), hd, eps)?,
+                            qkv: QkvProjection::Separate {
+                                q: Linear::load(&b.pp("attn_q"), h, h, false)?,
+                                k: Linear::load(&b.pp("attn_k"), h, nkv * hd, false)?,
+                                v: Linear::load(&b.pp("attn_v"), h, nkv * hd, false)?,
+                            },
+                            out: Linear::load(&b.pp("attn_output"), h, h, false)?,
+                            n_head: cfg.num_attention_heads as usize,
+                            n_kv_head: nkv,
+                            head_dim: hd,
+                            rope,
+                        })
+                    }
+                };
+                Ok(Lfm2Layer {
+                    ffn_norm: RmsNorm::load(&b.pp("ffn_norm"), h, eps)?,
+                    ffn: SwiGlu {
+                        gate: Linear::load(&b.pp("ffn_gate"), h, ff, false)?,
+                        down: Linear::load(&b.pp("ffn_down"), ff, h, false)?,
+                        up: Linear::load(&b.pp("ffn_up"), h, ff, false)?,
+                    },
+                    attn_norm: RmsNorm::load(&b.pp("attn_norm"), h, eps)?,
+                    mixer,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Lfm2Weights {
+            token_embd,
+            output_norm,
+            head,
+            layers,
+        })
     }
 }
 
-/// Shapes compared as ggml does: padded to 4 dimensions with trailing 1s.
-fn same_shape(t: &TensorInfo, expected: &[u64]) -> bool {
-    let pad = |s: &[u64]| {
-        let mut p = [1u64; 4];
-        for (d, v) in p.iter_mut().zip(s) {
-            *d = *v;
-        }
-        (s.len() <= 4).then_some(p)
-    };
-    matches!((pad(t.shape()), pad(expected)), (Some(a), Some(b)) if a == b)
-}
-
-/// A backbone file opened and checked: the GGUF, its config and its tensor names.
+/// A backbone file opened and checked: the GGUF and its config. Every tensor the config
+/// implies was bound once ([`Lfm2Weights::load`] on the file's tensor directory), so a missing,
+/// misshapen or mistyped tensor fails here, naming the file and the tensor.
 #[derive(Debug)]
 pub struct Lfm2Backbone {
     /// The opened (memory-mapped) file.
     pub gguf: GgufFile,
     /// Hyperparameters.
     pub config: Lfm2Config,
-    /// Validated tensor names.
-    pub tensors: Lfm2Tensors,
 }
 
 impl Lfm2Backbone {
@@ -555,11 +434,18 @@ impl Lfm2Backbone {
     /// Reads the config and validates every tensor of an already opened file.
     pub fn from_gguf(gguf: GgufFile) -> Result<Lfm2Backbone> {
         let config = Lfm2Config::from_gguf(&gguf)?;
-        let tensors = Lfm2Tensors::validate(&gguf, &config)?;
-        Ok(Lfm2Backbone {
-            gguf,
-            config,
-            tensors,
-        })
+        let store = describe(&gguf)?;
+        Lfm2Weights::load(&VarBuilder::new(&display_path(&gguf), &store), &config)?;
+        Ok(Lfm2Backbone { gguf, config })
+    }
+
+    /// The file's tensors the backbone's layers do not use, sorted (the detokenizer's output
+    /// head, for one).
+    pub fn unused_tensors(&self) -> Result<Vec<String>> {
+        let store = describe(&self.gguf)?;
+        let path = display_path(&self.gguf);
+        let vb = VarBuilder::new(&path, &store);
+        Lfm2Weights::load(&vb, &self.config)?;
+        Ok(vb.unbound())
     }
 }

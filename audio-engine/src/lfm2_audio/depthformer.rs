@@ -23,36 +23,38 @@
 //! not taken from the backbone's config); a vocoder file may override them with the optional
 //! keys [`KEY_ROPE_THETA`] / [`KEY_NORM_EPS`].
 //!
-//! # Graph reuse
+//! # Weights and per-run state
 //!
-//! Each step is its own ggml graph (step `i` attends to cache rows `0..=i`, reads its own
-//! embedding tables). The K/V rows of the `C` positions and the frame's `depth_linear` output
-//! live in a small backend buffer the [`Depthformer`] owns; step 0 writes `depth_linear(h)` there
-//! and every step writes its K/V row, so a built and allocated step graph can be re-run for any
-//! frame by setting its two small inputs (hidden state or previous code, position).
+//! A [`Depthformer`] is immutable: its layers are bound once at load (typed [`nn`](super::nn)
+//! blocks holding [`Param`]s) and shared by every caller. Everything a run writes lives in a
+//! [`DepthScratch`] the caller owns: the backend instance it computes on, the K/V rows of the
+//! `C` positions and the frame's `depth_linear` output (a small buffer; step 0 writes
+//! `depth_linear(h)` there and every step writes its K/V row), and one graph context and
+//! allocator per step. So a built and allocated step graph can be re-run for any frame by
+//! setting its two small inputs (hidden state or previous code, position), and several scratches
+//! run frames on one depthformer at the same time.
 //!
 //! A graph borrows the context it lives in, so graphs cannot be stored next to their context in
 //! one struct (safe Rust has no self-referential structs). Two ways to run frames:
 //!
-//! * [`Depthformer::frame`]: builds the step graphs of that one frame (lazily: an end-of-audio
-//!   frame builds only step 0), reusing the allocators' compute buffers across calls;
+//! * [`Depthformer::frame`]: builds the step graphs of that one frame in a fresh scratch
+//!   (lazily: an end-of-audio frame builds only step 0);
 //! * [`Depthformer::session`] with a [`DepthScratch`] the caller keeps beside it: the graphs are
 //!   built once (on first use) and re-run for every frame of the session. Use this in a
 //!   generation loop.
 
 use crate::ggml::gguf::{GgufFile, GgufValue};
 use crate::ggml::{
-    Backend, BackendBuffer, Context, GgmlError, GgmlType, Graph, GraphAllocator, RopeMode,
+    Backend, BackendBuffer, Context, GgmlError, GgmlType, Graph, GraphAllocator, Param, RopeMode,
     RopeParams, Tensor,
 };
 
 use super::load_error::LoadError;
+use super::nn::{Attention, AttentionInputs, KvRows, Linear, QkvProjection, RmsNorm, SwiGlu};
 use super::package::Vocoder;
 use super::sampling::{AudioSampler, SampleError};
-use super::vocoder_config::{
-    depth_embedding_tensor, layer_tensor, VocoderConfig, DEPTH_LINEAR, DEPTH_LINEAR_BIAS,
-};
-use super::weights::{display_path, open_gguf, WeightFile, Weights};
+use super::vocoder_config::{VocoderConfig, DEPTH_LINEAR, DEPTH_LINEAR_BIAS};
+use super::weights::{display_path, open_gguf, Role, VarBuilder, WeightFile};
 
 /// liquid-audio's depthformer RoPE base (`MHA(theta=1_000_000.0)`).
 pub const DEFAULT_ROPE_THETA: f32 = 1_000_000.0;
@@ -98,48 +100,43 @@ pub enum DepthError {
 
 type R<T> = Result<T, DepthError>;
 
-/// Tensor names of one layer (built once at load).
+/// One transformer block: `x += attn(RMSNorm x)`, `x += SwiGLU(RMSNorm x)`.
 #[derive(Debug)]
-struct LayerNames {
-    qkv: String,
-    q_norm: String,
-    k_norm: String,
-    out: String,
-    attn_norm: String,
-    ffn_norm: String,
-    w1: String,
-    w2: String,
-    w3: String,
+struct DepthLayer {
+    /// `operator_norm`.
+    attn_norm: RmsNorm,
+    /// `operator`: fused `qkv_proj`, `attention.{q,k}_layernorm`, `out_proj`.
+    attn: Attention,
+    /// `ffn_norm`.
+    ffn_norm: RmsNorm,
+    /// `feed_forward.{w1, w3, w2}`.
+    ffn: SwiGlu,
 }
 
-/// Tensor names of one codebook's depth embedding.
+/// One codebook's embedding (the previous code's row feeds the next step) and logits head.
 #[derive(Debug)]
-struct BookNames {
-    embedding: String,
-    norm: String,
-    to_logits: String,
+struct DepthBook {
+    /// `embedding.weight`, `[d, audio_vocab]`.
+    embedding: Param,
+    /// `embedding_norm`.
+    norm: RmsNorm,
+    /// `to_logits`, `[d, audio_vocab]`.
+    to_logits: Linear,
 }
 
-/// The per-frame state: K/V rows of every layer for the `C` positions and `depth_linear(h)`.
-struct FrameState {
-    ctx: Context,
-    // why: the context retains the buffer; the field documents ownership and keeps its size
-    // queryable.
-    buffer: BackendBuffer,
-}
-
-/// A loaded depthformer (weights, the frame state buffer and reusable graph allocators).
+/// A loaded depthformer: weights bound into typed layers, immutable and shareable.
 pub struct Depthformer {
     config: VocoderConfig,
     rope_theta: f32,
     norm_eps: f32,
     weights: WeightFile,
-    layers: Vec<LayerNames>,
-    books: Vec<BookNames>,
+    /// `depth_linear`: backbone width -> `C * d`, with bias.
+    depth_linear: Linear,
+    layers: Vec<DepthLayer>,
+    books: Vec<DepthBook>,
+    /// The backend the weights were loaded on: [`Depthformer::frame`] and
+    /// [`Depthformer::new_scratch`] compute on it.
     backend: Backend,
-    state: FrameState,
-    /// One allocator per step for [`Depthformer::frame`]: their compute buffers persist.
-    allocs: Vec<GraphAllocator>,
 }
 
 impl std::fmt::Debug for Depthformer {
@@ -149,7 +146,6 @@ impl std::fmt::Debug for Depthformer {
             .field("rope_theta", &self.rope_theta)
             .field("norm_eps", &self.norm_eps)
             .field("weights", &self.weights)
-            .field("state_bytes", &self.state.buffer.size())
             .finish()
     }
 }
@@ -190,6 +186,42 @@ fn graph_size(n_layer: usize) -> usize {
     64 * n_layer + 64
 }
 
+impl DepthLayer {
+    /// Binds layer `depthformer.layers.{il}`.
+    fn load(
+        vb: &VarBuilder<'_>,
+        cfg: &VocoderConfig,
+        rope: RopeParams,
+        eps: f32,
+    ) -> Result<DepthLayer, LoadError> {
+        let d = cfg.n_embd as usize;
+        let hd = cfg.head_dim as usize;
+        let kvw = hd * cfg.n_head_kv as usize;
+        let ff = cfg.n_ff as usize;
+        let op = vb.pp("operator");
+        let ffn = vb.pp("feed_forward");
+        Ok(DepthLayer {
+            attn_norm: RmsNorm::load(&vb.pp("operator_norm"), d, eps)?,
+            attn: Attention {
+                qkv: QkvProjection::Fused(Linear::load(&op.pp("qkv_proj"), d, d + 2 * kvw, false)?),
+                q_norm: RmsNorm::load(&op.pp("attention").pp("q_layernorm"), hd, eps)?,
+                k_norm: RmsNorm::load(&op.pp("attention").pp("k_layernorm"), hd, eps)?,
+                out: Linear::load(&op.pp("out_proj"), d, d, false)?,
+                n_head: cfg.n_head as usize,
+                n_kv_head: cfg.n_head_kv as usize,
+                head_dim: hd,
+                rope,
+            },
+            ffn_norm: RmsNorm::load(&vb.pp("ffn_norm"), d, eps)?,
+            ffn: SwiGlu {
+                gate: Linear::load(&ffn.pp("w1"), d, ff, false)?,
+                up: Linear::load(&ffn.pp("w3"), d, ff, false)?,
+                down: Linear::load(&ffn.pp("w2"), ff, d, false)?,
+            },
+        })
+    }
+}
+
 impl Depthformer {
     /// Loads the depthformer tensors of an opened vocoder file onto `backend`.
     ///
@@ -210,101 +242,45 @@ impl Depthformer {
         let rope_theta = opt_positive_f32(&gguf, KEY_ROPE_THETA, DEFAULT_ROPE_THETA)?;
         let norm_eps = opt_positive_f32(&gguf, KEY_NORM_EPS, DEFAULT_NORM_EPS)?;
         let weights = WeightFile::load_filtered(gguf, backend, is_depthformer_tensor)?;
-        let file = weights.path().to_path_buf();
-        let backend_err = |source| LoadError::Backend {
-            file: file.clone(),
-            source,
-        };
-
-        let layers: Vec<LayerNames> = (0..config.n_layer as usize)
+        let vb = weights.vb();
+        let rope = RopeParams::new(config.head_dim as usize, RopeMode::Normal, rope_theta);
+        let layers = (0..config.n_layer as usize)
             .map(|il| {
-                let l = |s: &str| layer_tensor(il, s);
-                LayerNames {
-                    qkv: l("operator.qkv_proj.weight"),
-                    q_norm: l("operator.attention.q_layernorm.weight"),
-                    k_norm: l("operator.attention.k_layernorm.weight"),
-                    out: l("operator.out_proj.weight"),
-                    attn_norm: l("operator_norm.weight"),
-                    ffn_norm: l("ffn_norm.weight"),
-                    w1: l("feed_forward.w1.weight"),
-                    w2: l("feed_forward.w2.weight"),
-                    w3: l("feed_forward.w3.weight"),
-                }
+                DepthLayer::load(
+                    &vb.pp("depthformer").pp("layers").pp(il),
+                    &config,
+                    rope,
+                    norm_eps,
+                )
             })
-            .collect();
-        let books: Vec<BookNames> = (0..config.codebooks as usize)
-            .map(|cb| BookNames {
-                embedding: depth_embedding_tensor(cb, "embedding.weight"),
-                norm: depth_embedding_tensor(cb, "embedding_norm.weight"),
-                to_logits: depth_embedding_tensor(cb, "to_logits.weight"),
+            .collect::<Result<Vec<_>, _>>()?;
+        let d = config.n_embd as usize;
+        let vocab = config.audio_vocab as usize;
+        let books = (0..config.codebooks as usize)
+            .map(|cb| {
+                let b = vb.pp("depth_embeddings").pp(cb);
+                Ok(DepthBook {
+                    embedding: b.pp("embedding").get("weight", &[d, vocab], Role::Matrix)?,
+                    norm: RmsNorm::load(&b.pp("embedding_norm"), d, norm_eps)?,
+                    to_logits: Linear::load(&b.pp("to_logits"), d, vocab, false)?,
+                })
             })
-            .collect();
-        // why: VocoderConfig checked the file; this checks the loaded set is complete (a filter
-        // mistake would otherwise surface only when the first graph is built).
-        {
-            let w = weights.view();
-            for l in &layers {
-                for n in [
-                    &l.qkv,
-                    &l.q_norm,
-                    &l.k_norm,
-                    &l.out,
-                    &l.attn_norm,
-                    &l.ffn_norm,
-                    &l.w1,
-                    &l.w2,
-                    &l.w3,
-                ] {
-                    w.get(n)?;
-                }
-            }
-            for b in &books {
-                for n in [&b.embedding, &b.norm, &b.to_logits] {
-                    w.get(n)?;
-                }
-            }
-            w.get(DEPTH_LINEAR)?;
-            w.get(DEPTH_LINEAR_BIAS)?;
-        }
-
-        // Frame state: K and V of each layer, `[head_dim * kv_heads, C]` (one row per position),
-        // then `depth_linear(h)` as `[d, C]`.
-        let n_layer = config.n_layer as usize;
-        let c = i64::from(config.codebooks);
-        let kv_row = i64::from(config.head_dim) * i64::from(config.n_head_kv);
-        let ctx = Context::metadata_with_graph(2 * n_layer + 1, 0).map_err(backend_err)?;
-        for il in 0..n_layer {
-            for kind in ["k", "v"] {
-                let t = ctx
-                    .new_tensor_2d(GgmlType::F32, kv_row, c)
-                    .map_err(backend_err)?;
-                t.set_name(&format!("depth_cache_{kind}_l{il}"))
-                    .map_err(backend_err)?;
-            }
-        }
-        let din = ctx
-            .new_tensor_2d(GgmlType::F32, i64::from(config.n_embd), c)
-            .map_err(backend_err)?;
-        din.set_name("depth_in").map_err(backend_err)?;
-        let buffer = ctx.alloc_tensors(backend).map_err(backend_err)?;
-        // why: only rows a frame wrote are ever read, but defined contents cost nothing.
-        for t in ctx.tensors() {
-            t.set_zero().map_err(backend_err)?;
-        }
-        let allocs = (0..config.codebooks)
-            .map(|_| GraphAllocator::new(backend))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(backend_err)?;
+            .collect::<Result<Vec<_>, LoadError>>()?;
+        let depth_linear = Linear::load(
+            &vb.pp("depth_linear"),
+            config.backbone_embd as usize,
+            config.codebooks as usize * d,
+            true,
+        )?;
         Ok(Depthformer {
             config,
             rope_theta,
             norm_eps,
-            weights,
+            depth_linear,
             layers,
             books,
+            weights,
             backend: backend.clone(),
-            state: FrameState { ctx, buffer },
-            allocs,
         })
     }
 
@@ -343,7 +319,7 @@ impl Depthformer {
         self.weights.size_bytes()
     }
 
-    /// The backend the graphs run on.
+    /// The backend the weights were loaded on.
     pub fn backend(&self) -> &Backend {
         &self.backend
     }
@@ -352,35 +328,44 @@ impl Depthformer {
     /// picked by `sampler` from that codebook's logits. If codebook 0 picks end-of-audio, the
     /// frame is all end-of-audio.
     ///
-    /// Builds this frame's step graphs; for a stream of frames use [`Depthformer::session`].
-    pub fn frame(&mut self, hidden: &[f32], sampler: &mut AudioSampler) -> R<Vec<u32>> {
-        let scratch = StepContexts::new(self)?;
-        let mut runner = Runner::new(self, &scratch.ctxs, &self.allocs);
+    /// Builds this frame's step graphs in a fresh scratch; for a stream of frames use
+    /// [`Depthformer::session`].
+    pub fn frame(&self, hidden: &[f32], sampler: &mut AudioSampler) -> R<Vec<u32>> {
+        let scratch = self.new_scratch()?;
+        let mut runner = Runner::new(self, &scratch);
         runner.run(hidden, Feed::Sample(sampler))
     }
 
     /// The logits of every codebook when the codes fed back are `codes` (teacher forcing):
     /// row `i` is codebook `i`'s logits given `codes[..i]`. `codes` holds one code per codebook
     /// (the last one is not used).
-    pub fn frame_logits_teacher_forced(
-        &mut self,
-        hidden: &[f32],
-        codes: &[u32],
-    ) -> R<Vec<Vec<f32>>> {
-        let scratch = StepContexts::new(self)?;
-        let mut runner = Runner::new(self, &scratch.ctxs, &self.allocs);
+    pub fn frame_logits_teacher_forced(&self, hidden: &[f32], codes: &[u32]) -> R<Vec<Vec<f32>>> {
+        let scratch = self.new_scratch()?;
+        let mut runner = Runner::new(self, &scratch);
         let mut rows = Vec::with_capacity(self.codebooks());
         runner.run(hidden, Feed::Teacher(codes, &mut rows))?;
         Ok(rows)
     }
 
-    /// Memory for a [`DepthSession`]'s graphs: keep it beside the session.
+    /// Per-run state for a [`DepthSession`] computing on the weights' backend: keep it beside
+    /// the session.
     pub fn new_scratch(&self) -> R<DepthScratch> {
-        let ctxs = StepContexts::new(self)?;
+        self.new_scratch_on(&self.backend)
+    }
+
+    /// Per-run state for a [`DepthSession`] computing on `backend` (an instance of the weights'
+    /// device, e.g. [`Backend::new_instance`], so several sessions compute at once).
+    pub fn new_scratch_on(&self, backend: &Backend) -> R<DepthScratch> {
+        let size = graph_size(self.layers.len());
+        let ctxs = (0..self.codebooks())
+            .map(|_| Context::metadata_with_graph(size, size))
+            .collect::<Result<Vec<_>, _>>()?;
         let allocs = (0..self.codebooks())
-            .map(|_| GraphAllocator::new(&self.backend))
+            .map(|_| GraphAllocator::new(backend))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(DepthScratch {
+            state: FrameState::new(&self.config, backend)?,
+            backend: backend.clone(),
             ctxs,
             allocs,
             used: false,
@@ -389,21 +374,20 @@ impl Depthformer {
 
     /// A session whose step graphs are built once (on first use) and re-run for every frame.
     /// `scratch` (from [`Depthformer::new_scratch`]) serves one session only.
-    pub fn session<'a>(&'a mut self, scratch: &'a mut DepthScratch) -> R<DepthSession<'a>> {
+    pub fn session<'a>(&'a self, scratch: &'a mut DepthScratch) -> R<DepthSession<'a>> {
         if scratch.used {
             return Err(DepthError::ScratchUsed);
         }
-        if scratch.ctxs.ctxs.len() != self.codebooks() {
+        if scratch.ctxs.len() != self.codebooks() {
             return Err(DepthError::ScratchMismatch {
                 expected: self.codebooks(),
-                found: scratch.ctxs.ctxs.len(),
+                found: scratch.ctxs.len(),
             });
         }
         scratch.used = true;
         let scratch: &'a DepthScratch = scratch;
-        let this: &'a Depthformer = self;
         Ok(DepthSession {
-            runner: Runner::new(this, &scratch.ctxs.ctxs, &scratch.allocs),
+            runner: Runner::new(self, scratch),
         })
     }
 
@@ -422,24 +406,46 @@ impl Depthformer {
     }
 }
 
-/// One metadata context per step graph.
-struct StepContexts {
-    ctxs: Vec<Context>,
+/// The per-frame state: K and V of each layer, `[head_dim * kv_heads, C]` (one row per
+/// position), then `depth_linear(h)` as `[d, C]`.
+struct FrameState {
+    ctx: Context,
+    // why: the context retains the buffer; the field documents ownership.
+    _buffer: BackendBuffer,
 }
 
-impl StepContexts {
-    fn new(d: &Depthformer) -> R<StepContexts> {
-        let size = graph_size(d.layers.len());
-        let ctxs = (0..d.codebooks())
-            .map(|_| Context::metadata_with_graph(size, size))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(StepContexts { ctxs })
+impl FrameState {
+    fn new(config: &VocoderConfig, backend: &Backend) -> R<FrameState> {
+        let n_layer = config.n_layer as usize;
+        let c = i64::from(config.codebooks);
+        let kv_row = i64::from(config.head_dim) * i64::from(config.n_head_kv);
+        let ctx = Context::metadata_with_graph(2 * n_layer + 1, 0)?;
+        for il in 0..n_layer {
+            for kind in ["k", "v"] {
+                let t = ctx.new_tensor_2d(GgmlType::F32, kv_row, c)?;
+                t.set_name(&format!("depth_cache_{kind}_l{il}"))?;
+            }
+        }
+        let din = ctx.new_tensor_2d(GgmlType::F32, i64::from(config.n_embd), c)?;
+        din.set_name("depth_in")?;
+        let buffer = ctx.alloc_tensors(backend)?;
+        // why: only rows a frame wrote are ever read, but defined contents cost nothing.
+        for t in ctx.tensors() {
+            t.set_zero()?;
+        }
+        Ok(FrameState {
+            ctx,
+            _buffer: buffer,
+        })
     }
 }
 
-/// Graph memory (contexts and compute buffers) for one [`DepthSession`].
+/// Per-run state (see the module docs): the backend it computes on, the frame state and the
+/// step graphs' memory, for one [`DepthSession`].
 pub struct DepthScratch {
-    ctxs: StepContexts,
+    backend: Backend,
+    state: FrameState,
+    ctxs: Vec<Context>,
     allocs: Vec<GraphAllocator>,
     used: bool,
 }
@@ -447,7 +453,7 @@ pub struct DepthScratch {
 impl std::fmt::Debug for DepthScratch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DepthScratch")
-            .field("steps", &self.ctxs.ctxs.len())
+            .field("steps", &self.ctxs.len())
             .field("used", &self.used)
             .finish()
     }
@@ -509,17 +515,15 @@ struct StepGraph<'a> {
 /// Builds step graphs on demand and runs frames.
 struct Runner<'a> {
     depth: &'a Depthformer,
-    ctxs: &'a [Context],
-    allocs: &'a [GraphAllocator],
+    scratch: &'a DepthScratch,
     steps: Vec<Option<StepGraph<'a>>>,
 }
 
 impl<'a> Runner<'a> {
-    fn new(depth: &'a Depthformer, ctxs: &'a [Context], allocs: &'a [GraphAllocator]) -> Self {
+    fn new(depth: &'a Depthformer, scratch: &'a DepthScratch) -> Self {
         Runner {
             depth,
-            ctxs,
-            allocs,
+            scratch,
             steps: (0..depth.codebooks()).map(|_| None).collect(),
         }
     }
@@ -545,7 +549,7 @@ impl<'a> Runner<'a> {
         let mut out = Vec::with_capacity(c);
         for i in 0..c {
             if self.steps[i].is_none() {
-                self.steps[i] = Some(build_step(d, &self.ctxs[i], &self.allocs[i], i)?);
+                self.steps[i] = Some(build_step(d, self.scratch, i)?);
             }
             let Some(step) = self.steps[i].as_ref() else {
                 unreachable!("built above");
@@ -557,7 +561,7 @@ impl<'a> Runner<'a> {
                 t.set_i32(&[out[i - 1] as i32])?;
             }
             step.pos.set_i32(&[i as i32])?;
-            d.backend.compute(&step.graph)?;
+            self.scratch.backend.compute(&step.graph)?;
             let logits = step.logits.get_f32()?;
             let code = match &mut feed {
                 Feed::Sample(s) => s.sample(&logits).map_err(|source| DepthError::Sample {
@@ -579,36 +583,21 @@ impl<'a> Runner<'a> {
     }
 }
 
-/// RMSNorm over `ne[0]` times `weight`.
-fn rms<'a>(ctx: &'a Context, x: Tensor<'a>, weight: Tensor<'a>, eps: f32) -> R<Tensor<'a>> {
-    Ok(ctx.mul(ctx.rms_norm(x, eps)?, weight)?)
-}
-
 fn input<'a>(t: Tensor<'a>, name: &str) -> R<Tensor<'a>> {
     t.set_name(name)?;
     t.set_input();
     Ok(t)
 }
 
-/// Builds and allocates the graph of step `i` in `ctx`.
-fn build_step<'a>(
-    d: &'a Depthformer,
-    ctx: &'a Context,
-    alloc: &GraphAllocator,
-    i: usize,
-) -> R<StepGraph<'a>> {
+/// Builds and allocates the graph of step `i` in the scratch's context `i`.
+fn build_step<'a>(d: &'a Depthformer, scratch: &'a DepthScratch, i: usize) -> R<StepGraph<'a>> {
     let cfg = &d.config;
-    let w: Weights<'a> = d.weights.view();
-    let state = d.state.ctx.tensors();
+    let ctx = &scratch.ctxs[i];
+    let state = scratch.state.ctx.tensors();
     let n_layer = d.layers.len();
     let din = state[2 * n_layer];
     let n = i64::from(cfg.n_embd);
-    let hd = i64::from(cfg.head_dim);
-    let nh = i64::from(cfg.n_head);
-    let nkv = i64::from(cfg.n_head_kv);
-    let kvw = hd * nkv;
     let f = std::mem::size_of::<f32>();
-    let eps = d.norm_eps;
     let mut g = ctx.new_graph(graph_size(n_layer))?;
 
     let pos = input(ctx.new_tensor_1d(GgmlType::I32, 1)?, "depth_pos")?;
@@ -617,74 +606,39 @@ fn build_step<'a>(
             ctx.new_tensor_1d(GgmlType::F32, i64::from(cfg.backbone_embd))?,
             "depth_hidden",
         )?;
-        let dl = ctx.add(
-            ctx.mul_mat(w.get(DEPTH_LINEAR)?, h)?,
-            w.get(DEPTH_LINEAR_BIAS)?,
-        )?;
+        let dl = d.depth_linear.forward(ctx, h)?;
         // The later steps read their slices from the state; this step uses the result directly.
         g.build_forward_expand(ctx.cpy(dl, din)?)?;
         (ctx.view_1d(dl, n, 0)?, Some(h), None)
     } else {
         let c = input(ctx.new_tensor_1d(GgmlType::I32, 1)?, "depth_prev_code")?;
-        let e = ctx.get_rows(w.get(&d.books[i - 1].embedding)?, c)?; // [d, 1]
+        let e = ctx.get_rows(ctx.param(&d.books[i - 1].embedding), c)?; // [d, 1]
         let slice = ctx.view_1d(din, n, i * n as usize * f)?;
         (ctx.add(e, slice)?, None, Some(c))
     };
 
-    let rope = RopeParams::new(cfg.head_dim as usize, RopeMode::Normal, d.rope_theta);
-    let scale = 1.0 / (cfg.head_dim as f32).sqrt();
-    let kv_len = i as i64 + 1;
+    let inputs = AttentionInputs {
+        pos,
+        mask: None,
+        p0: i,
+    };
     for (il, l) in d.layers.iter().enumerate() {
-        let (cache_k, cache_v) = (state[2 * il], state[2 * il + 1]);
-        let row = cache_k.nb()[1];
-        let cur = rms(ctx, x, w.get(&l.attn_norm)?, eps)?;
-        let qkv = ctx.mul_mat(w.get(&l.qkv)?, cur)?; // [d + 2 kvw, 1]
-        let q = ctx.view_3d(qkv, hd, nh, 1, hd as usize * f, n as usize * f, 0)?;
-        let k = ctx.view_3d(
-            qkv,
-            hd,
-            nkv,
-            1,
-            hd as usize * f,
-            kvw as usize * f,
-            n as usize * f,
-        )?;
-        let v = ctx.view_1d(qkv, kvw, (n + kvw) as usize * f)?;
-        let q = rms(ctx, q, w.get(&l.q_norm)?, eps)?;
-        let k = rms(ctx, k, w.get(&l.k_norm)?, eps)?;
-        let q = ctx.rope_ext(q, pos, None, rope)?;
-        let k = ctx.rope_ext(k, pos, None, rope)?;
-
-        // Write this position's K/V rows, then read rows 0..=i: expanding the copies first puts
-        // them before the reads in execution order.
-        let k_dst = ctx.view_1d(cache_k, kvw, i * row)?;
-        let v_dst = ctx.view_1d(cache_v, kvw, i * row)?;
-        g.build_forward_expand(ctx.cpy(k, k_dst)?)?;
-        g.build_forward_expand(ctx.cpy(v, v_dst)?)?;
-        let kall = ctx.view_3d(cache_k, hd, nkv, kv_len, hd as usize * f, row, 0)?;
-        let vall = ctx.view_3d(cache_v, hd, nkv, kv_len, hd as usize * f, row, 0)?;
-        let kall = ctx.permute(kall, [0, 2, 1, 3])?; // [hd, kv_len, nkv]
-        let vt = ctx.cont(ctx.transpose(ctx.permute(vall, [0, 2, 1, 3])?)?)?; // [kv_len, hd, nkv]
-        let qp = ctx.permute(q, [0, 2, 1, 3])?; // [hd, 1, nh]
-                                                // why: ggml gives query head h the KV head h / (nh / nkv), as SDPA's enable_gqa does.
-        let kq = ctx.mul_mat(kall, qp)?; // [kv_len, 1, nh]
-        let kq = ctx.soft_max_ext(kq, None, scale, 0.0)?;
-        let kqv = ctx.mul_mat(vt, kq)?; // [hd, 1, nh]
-        let merged = ctx.cont_4d(ctx.permute(kqv, [0, 2, 1, 3])?, [n, 1, 1, 1])?;
-        x = ctx.add(x, ctx.mul_mat(w.get(&l.out)?, merged)?)?;
-
-        let cur = rms(ctx, x, w.get(&l.ffn_norm)?, eps)?;
-        let gate = ctx.mul_mat(w.get(&l.w1)?, cur)?;
-        let up = ctx.mul_mat(w.get(&l.w3)?, cur)?;
-        x = ctx.add(x, ctx.mul_mat(w.get(&l.w2)?, ctx.swiglu_split(gate, up)?)?)?;
+        let cache = KvRows {
+            k: state[2 * il],
+            v: state[2 * il + 1],
+        };
+        let cur = l.attn_norm.forward(ctx, x)?;
+        x = ctx.add(x, l.attn.forward(ctx, &mut g, cur, cache, &inputs)?)?;
+        let cur = l.ffn_norm.forward(ctx, x)?;
+        x = ctx.add(x, l.ffn.forward(ctx, cur)?)?;
     }
     let b = &d.books[i];
-    let normed = rms(ctx, x, w.get(&b.norm)?, eps)?;
-    let logits = ctx.mul_mat(w.get(&b.to_logits)?, normed)?; // [audio_vocab, 1]
+    let normed = b.norm.forward(ctx, x)?;
+    let logits = b.to_logits.forward(ctx, normed)?; // [audio_vocab, 1]
     logits.set_name("depth_logits")?;
     logits.set_output();
     g.build_forward_expand(logits)?;
-    alloc.alloc_graph(&g)?;
+    scratch.allocs[i].alloc_graph(&g)?;
     Ok(StepGraph {
         graph: g,
         hidden,

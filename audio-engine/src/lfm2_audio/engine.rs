@@ -1,11 +1,15 @@
-//! The loaded LFM2-Audio model: the four GGUF files on one backend, shared by `Arc`.
+//! The loaded LFM2-Audio model: the four GGUF files on one device, shared by `Arc`.
 //!
-//! [`Lfm2Audio`] is cheap to clone and `Send + Sync`; each task call builds its own decode cache
-//! (lazily zeroed, so a large context costs nothing until used). Graph compute on the model's
-//! backend is serialized by an internal lock.
+//! [`Lfm2Audio`] is cheap to clone, `Send + Sync` and holds only immutable state: the weights
+//! bound into typed layers, the configs and the tokenizer, with no lock. Everything a run writes
+//! belongs to the run: each task call (and each [`Session`](super::Session)) computes on a
+//! backend instance of its own ([`Backend::new_instance`]: its own threads and work buffer) and
+//! owns its decode cache (lazily zeroed, so a large context costs nothing until used),
+//! depthformer scratch, detokenizer stream and graph allocators. So any number of calls and
+//! sessions on one model compute at the same time.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::ggml::{Backend, GgmlError};
 
@@ -66,15 +70,9 @@ pub struct SpecialTokens {
     pub end_of_audio: u32,
 }
 
-pub(crate) struct Compute {
-    pub(crate) backbone: Backbone,
-    pub(crate) encoder: AudioEncoder,
-    pub(crate) depth: Depthformer,
-    pub(crate) detok: Detokenizer,
-}
-
 struct Inner {
     label: String,
+    /// The device the weights live on (a backend of it; runs compute on instances of their own).
     backend: Backend,
     tokenizer: Tokenizer,
     special: SpecialTokens,
@@ -85,7 +83,10 @@ struct Inner {
     codebooks: usize,
     /// Text and audio steps per interleaved block.
     interleave: Interleave,
-    compute: Mutex<Compute>,
+    backbone: Backbone,
+    encoder: AudioEncoder,
+    depth: Depthformer,
+    detok: Detokenizer,
 }
 
 /// The interleaved S2S schedule: text steps, then frames, per block.
@@ -115,6 +116,14 @@ impl Interleave {
 pub struct Lfm2Audio {
     inner: Arc<Inner>,
 }
+
+// why: the model is shared by sessions on many threads with no lock; this fails to compile if a
+// component gains state that is not safe to share.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Lfm2Audio>();
+    shared::<Inner>();
+};
 
 impl std::fmt::Debug for Lfm2Audio {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -213,12 +222,10 @@ impl Lfm2Audio {
                 interleave,
                 language,
                 codebooks,
-                compute: Mutex::new(Compute {
-                    backbone,
-                    encoder,
-                    depth,
-                    detok,
-                }),
+                backbone,
+                encoder,
+                depth,
+                detok,
             }),
         })
     }
@@ -295,26 +302,62 @@ impl Lfm2Audio {
         Ok(audio::validate_samples(samples, 16_000, &opts)?)
     }
 
-    pub(crate) fn lock(&self) -> MutexGuard<'_, Compute> {
-        // why: a panic while computing leaves no broken invariant in the weights; keep serving.
-        self.inner.compute.lock().unwrap_or_else(|e| e.into_inner())
+    /// The backbone.
+    pub(crate) fn backbone(&self) -> &Backbone {
+        &self.inner.backbone
+    }
+
+    /// The depthformer.
+    pub(crate) fn depthformer(&self) -> &Depthformer {
+        &self.inner.depth
+    }
+
+    /// The detokenizer.
+    pub(crate) fn detokenizer(&self) -> &Detokenizer {
+        &self.inner.detok
+    }
+
+    /// A backend instance of the model's device for one run, with `n_threads` CPU threads (the
+    /// model's [`ModelOptions::n_threads`] when `None`).
+    pub(crate) fn run_backend(&self, n_threads: Option<usize>) -> Result<Backend, EngineError> {
+        let err = |e: GgmlError| EngineError::Internal(format!("run backend: {e}"));
+        let b = self.inner.backend.new_instance().map_err(err)?;
+        if b.is_cpu() {
+            let n = n_threads.unwrap_or(self.inner.options.n_threads).max(1);
+            b.set_n_threads(n).map_err(err)?;
+        }
+        Ok(b)
     }
 
     /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,
     /// `rows x hidden` row-major.
     pub fn encode_audio(&self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
+        let backend = self.run_backend(None)?;
+        self.encode_audio_on(&backend, samples)
+    }
+
+    /// [`Lfm2Audio::encode_audio`] computing on `backend`.
+    pub(crate) fn encode_audio_on(
+        &self,
+        backend: &Backend,
+        samples: &[f32],
+    ) -> Result<(usize, Vec<f32>), EngineError> {
         self.check_samples(samples)?;
         let mel = features::log_mel(samples)?;
-        let c = self.lock();
-        let out = c
+        let out = self
+            .inner
             .encoder
-            .encode(&self.inner.backend, mel.data(), mel.n_frames())?;
+            .encode(backend, mel.data(), mel.n_frames())?;
         Ok((out.n_frames, out.adapter))
     }
 
-    /// A fresh decode cache for `positions` positions.
-    pub(crate) fn new_cache(&self, positions: usize) -> Result<DecodeCache, EngineError> {
-        Ok(self.lock().backbone.new_cache(positions)?)
+    /// A fresh decode cache for `positions` positions, computing on `backend`.
+    pub(crate) fn new_cache(
+        &self,
+        backend: &Backend,
+        positions: usize,
+    ) -> Result<DecodeCache, EngineError> {
+        Ok(self.inner.backbone.new_cache_on(backend, positions)?)
     }
 
     /// Runs the prompt into `cache` in blocks ending at multiples of [`BLOCK_POSITIONS`], and
@@ -325,8 +368,8 @@ impl Lfm2Audio {
         prompt: &[PromptPiece],
         audio_rows: &[f32],
     ) -> Result<ForwardOutput, EngineError> {
-        let c = self.lock();
-        let hidden = c.backbone.config().hidden_size as usize;
+        let backbone = &self.inner.backbone;
+        let hidden = backbone.config().hidden_size as usize;
         let mut positions = Vec::new();
         for piece in prompt {
             match piece {
@@ -344,7 +387,7 @@ impl Lfm2Audio {
                 }
             }
         }
-        prefill_blocks(&c.backbone, cache, &positions)
+        prefill_blocks(backbone, cache, &positions)
     }
 
     /// One decode step of a text token: its logits.
@@ -353,8 +396,8 @@ impl Lfm2Audio {
         cache: &mut DecodeCache,
         token: u32,
     ) -> Result<Vec<f32>, EngineError> {
-        let c = self.lock();
-        let out = c
+        let out = self
+            .inner
             .backbone
             .forward(cache, &[Position::Text(token)], Rows::Last, true)?;
         out.logits

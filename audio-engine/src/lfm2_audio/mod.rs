@@ -5,6 +5,10 @@
 //! results and streams, [`Voice`], the WAV helpers and the errors. With feature `convert`, the
 //! checkpoint converter ([`convert_checkpoint`]); with `testkit`, the built-in demo package
 //! ([`load_demo`]).
+//!
+//! Nothing here touches raw pointers: every `unsafe` block of the engine lives in
+//! [`crate::ggml`], which states why each is sound.
+#![forbid(unsafe_code)]
 
 pub mod asr;
 pub mod audio;
@@ -23,6 +27,7 @@ pub mod error;
 pub mod features;
 pub mod gguf_keys;
 pub mod load_error;
+pub mod nn;
 pub mod package;
 pub mod prefill_cache;
 pub mod prompt;

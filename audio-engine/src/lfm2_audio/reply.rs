@@ -146,6 +146,7 @@ impl Lfm2Audio {
     /// each event handed to `sink` (which returns false to stop early).
     pub(crate) fn run_reply(
         &self,
+        backend: &crate::ggml::Backend,
         req: ReplyRequest,
         prefill_cache: Option<&mut PrefillCache>,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
@@ -172,10 +173,9 @@ impl Lfm2Audio {
             )));
         }
         let tok = self.tokenizer();
-        let mut guard = self.lock();
-        let c = &mut *guard;
-        let hidden = c.backbone.config().hidden_size as usize;
-        let mut cache = c.backbone.new_cache(items.len() + opts.max_new_tokens)?;
+        let backbone = self.backbone();
+        let hidden = backbone.config().hidden_size as usize;
+        let mut cache = backbone.new_cache_on(backend, items.len() + opts.max_new_tokens)?;
 
         // Prefill.
         let t_prefill = Instant::now();
@@ -193,10 +193,10 @@ impl Lfm2Audio {
         }
         let (mut last, resumed): (ForwardOutput, usize) = match prefill_cache {
             Some(pc) => {
-                let out = pc.prefill(&c.backbone, &mut cache, &positions)?;
+                let out = pc.prefill(backbone, &mut cache, &positions)?;
                 (out, pc.resumed_prefill_steps())
             }
-            None => (prefill_blocks(&c.backbone, &mut cache, &positions)?, 0),
+            None => (prefill_blocks(backbone, &mut cache, &positions)?, 0),
         };
         drop(positions);
         let prefill = t_prefill.elapsed();
@@ -205,9 +205,15 @@ impl Lfm2Audio {
         let t_gen = Instant::now();
         let mut text_sampler = AudioSampler::new(opts.text);
         let mut audio_sampler = AudioSampler::new(opts.audio);
-        let mut scratch = c.depth.new_scratch().map_err(depth_err)?;
-        let mut depth = c.depth.session(&mut scratch).map_err(depth_err)?;
-        let mut detok = c.detok.stream();
+        let mut scratch = self
+            .depthformer()
+            .new_scratch_on(backend)
+            .map_err(depth_err)?;
+        let mut depth = self
+            .depthformer()
+            .session(&mut scratch)
+            .map_err(depth_err)?;
+        let mut detok = self.detokenizer().stream_on(backend);
         let mut pending = Utf8Pending::default();
         let mut result = ReplyResult {
             prompt_positions: items.len(),
@@ -288,7 +294,7 @@ impl Lfm2Audio {
                         unreachable!()
                     };
                     let want_logits = schedule.next() == Modality::Text;
-                    last = c.backbone.forward(
+                    last = backbone.forward(
                         &mut cache,
                         &[Position::Frame(codes)],
                         Rows::Last,
@@ -301,9 +307,7 @@ impl Lfm2Audio {
                 break;
             }
             let want_logits = schedule.next() == Modality::Text;
-            last = c
-                .backbone
-                .forward(&mut cache, &[next_input], Rows::Last, want_logits)?;
+            last = backbone.forward(&mut cache, &[next_input], Rows::Last, want_logits)?;
         }
         let tail_text = pending.flush();
         if !tail_text.is_empty() {

@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use crate::ggml::Backend;
+
 use super::engine::Lfm2Audio;
 use super::error::EngineError;
 use super::prompt::{PromptBuilder, SYSTEM_S2S};
@@ -35,9 +37,14 @@ impl Default for S2sOptions {
 }
 
 impl Lfm2Audio {
-    fn s2s_request(&self, samples: &[f32], opts: &S2sOptions) -> Result<ReplyRequest, EngineError> {
+    fn s2s_request(
+        &self,
+        backend: &Backend,
+        samples: &[f32],
+        opts: &S2sOptions,
+    ) -> Result<ReplyRequest, EngineError> {
         let started = Instant::now();
-        let (rows, audio) = self.encode_audio(samples)?;
+        let (rows, audio) = self.encode_audio_on(backend, samples)?;
         let encode = started.elapsed();
         let mut b = PromptBuilder::new(self.tokenizer());
         b.system(&opts.system_prompt)
@@ -61,8 +68,10 @@ impl Lfm2Audio {
 
     /// Answers a spoken question (16 kHz mono samples) with text and speech.
     pub fn s2s(&self, samples: &[f32], opts: &S2sOptions) -> Result<ReplyResult, EngineError> {
-        let req = self.s2s_request(samples, opts)?;
-        self.run_reply(req, None, &mut |_| true)
+        // why: the call computes on a backend of its own, so it never waits for other calls.
+        let backend = self.run_backend(None)?;
+        let req = self.s2s_request(&backend, samples, opts)?;
+        self.run_reply(&backend, req, None, &mut |_| true)
     }
 
     /// [`Lfm2Audio::s2s`] of a WAV file's bytes (any rate and channel count).
@@ -87,8 +96,9 @@ impl Lfm2Audio {
         let model = self.clone();
         let opts = opts.clone();
         Ok(ReplyStream::spawn(move |sink| {
-            let req = model.s2s_request(&samples, &opts)?;
-            model.run_reply(req, None, sink)
+            let backend = model.run_backend(None)?;
+            let req = model.s2s_request(&backend, &samples, &opts)?;
+            model.run_reply(&backend, req, None, sink)
         }))
     }
 }

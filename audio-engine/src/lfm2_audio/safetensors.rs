@@ -138,7 +138,7 @@ struct Entry {
 #[derive(Debug)]
 pub struct SafeTensors {
     file: PathBuf,
-    map: memmap2::Mmap,
+    map: crate::ggml::MappedFile,
     data_start: usize,
     entries: BTreeMap<String, Entry>,
     metadata: BTreeMap<String, String>,
@@ -153,10 +153,9 @@ impl SafeTensors {
             source,
         };
         let f = File::open(&file).map_err(io_err)?;
-        // SAFETY: the map is read-only and private to this struct; like every reader of model
-        // files we assume nobody truncates the file while it is open (a truncation would be a
-        // SIGBUS, not memory unsafety in our code's logic).
-        let map = unsafe { memmap2::Mmap::map(&f) }.map_err(io_err)?;
+        // why: like every reader of model files we assume nobody truncates the file while it is
+        // open (see `MappedFile`).
+        let map = crate::ggml::MappedFile::map(&f).map_err(io_err)?;
         let bad = |reason: String| SafeTensorsError::Malformed {
             file: file.clone(),
             reason,

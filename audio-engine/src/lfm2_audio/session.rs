@@ -8,9 +8,17 @@
 //! samples match byte for byte), builds the conversation prompt, prefills it in 256-position
 //! blocks (restoring the blocks a kept conversation shares), generates the reply and, with
 //! `return_codes`, returns the reply artifact for the next turn.
+//!
+//! A session owns all of its compute state (as whisper-rs's `WhisperState` does): the backend
+//! instance it computes on (its own threads, [`SessionOptions::n_threads`]), and per turn the
+//! decode cache, depthformer scratch, detokenizer stream and graph allocators. The model is only
+//! read, so sessions on one model run at the same time, each on its own thread.
 
 use std::time::Instant;
 
+use crate::ggml::Backend;
+
+use super::asr::{AsrOptions, AsrResult};
 use super::audio::ReadOptions;
 use super::conversation::{
     encode_reply, read_history, validate_for_task, Artifact, ChatMarkup, ChatPiece, HistoryConfig,
@@ -23,6 +31,7 @@ use super::reply::{EventStream, Item, ReplyRequest, ReplyResult, ReplyStream};
 use super::reply::{ReplyEvent, ReplyOptions};
 use super::s2s::S2sOptions;
 use super::schedule::Schedule;
+use super::tts::TtsOptions;
 
 /// Session settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +40,9 @@ pub struct SessionOptions {
     pub prefill_slots: usize,
     /// Questions whose encoder output is kept (least recently used dropped; 0 disables).
     pub kept_questions: usize,
+    /// CPU threads the session computes with (`None`: the model's
+    /// [`ModelOptions::n_threads`](super::ModelOptions::n_threads)).
+    pub n_threads: Option<usize>,
 }
 
 impl Default for SessionOptions {
@@ -38,6 +50,7 @@ impl Default for SessionOptions {
         SessionOptions {
             prefill_slots: 4,
             kept_questions: 32,
+            n_threads: None,
         }
     }
 }
@@ -83,6 +96,8 @@ struct KeptQuestion {
 pub struct Session {
     model: Lfm2Audio,
     options: SessionOptions,
+    /// The backend instance the session computes on (made on first use).
+    backend: Option<Backend>,
     prefill: PrefillCache,
     /// Most recently used first.
     questions: Vec<KeptQuestion>,
@@ -106,6 +121,7 @@ impl Session {
             prefill: PrefillCache::new(options.prefill_slots),
             model,
             options,
+            backend: None,
             questions: Vec::new(),
             reused: 0,
         }
@@ -131,15 +147,26 @@ impl Session {
         self.model.reply_format()
     }
 
+    /// The session's backend instance, made on first use.
+    fn backend(&mut self) -> Result<Backend, EngineError> {
+        if let Some(b) = &self.backend {
+            return Ok(b.clone());
+        }
+        let b = self.model.run_backend(self.options.n_threads)?;
+        self.backend = Some(b.clone());
+        Ok(b)
+    }
+
     fn encode_question(
         &self,
+        backend: &Backend,
         samples: &[f32],
         kept: &[KeptQuestion],
     ) -> Result<(KeptQuestion, bool), EngineError> {
         if let Some(k) = kept.iter().find(|k| same_samples(&k.samples, samples)) {
             return Ok((k.clone(), true));
         }
-        let (rows, embeddings) = self.model.encode_audio(samples)?;
+        let (rows, embeddings) = self.model.encode_audio_on(backend, samples)?;
         Ok((
             KeptQuestion {
                 samples: samples.to_vec(),
@@ -150,7 +177,7 @@ impl Session {
         ))
     }
 
-    fn prepare(&self, request: &S2sRequest) -> Result<Prepared, EngineError> {
+    fn prepare(&self, backend: &Backend, request: &S2sRequest) -> Result<Prepared, EngineError> {
         let started = Instant::now();
         let model = &self.model;
         let conv = validate_for_task(Task::S2s, &request.history, &request.options)?;
@@ -179,14 +206,14 @@ impl Session {
         let mut rows = Vec::new();
         let mut question_rows = Vec::new();
         for (i, turn) in history.turns.iter().enumerate() {
-            let (q, hit) = self.encode_question(&turn.question, &self.questions)?;
+            let (q, hit) = self.encode_question(backend, &turn.question, &self.questions)?;
             reused += usize::from(hit);
             history.budget.add_question(i, q.rows)?;
             question_rows.push(q.rows);
             rows.extend_from_slice(&q.embeddings);
             keep.push(q);
         }
-        let (q, _) = self.encode_question(&question, &[])?;
+        let (q, _) = self.encode_question(backend, &question, &[])?;
         history.budget.add_question(history.turns.len(), q.rows)?;
         question_rows.push(q.rows);
         rows.extend_from_slice(&q.embeddings);
@@ -251,6 +278,20 @@ impl Session {
         })
     }
 
+    /// Transcribes 16 kHz mono samples on the session's backend (as [`Lfm2Audio::asr`]; the
+    /// conversation caches are not involved).
+    pub fn asr(&mut self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+        let backend = self.backend()?;
+        self.model.asr_on(&backend, samples, opts)
+    }
+
+    /// Speaks `text` on the session's backend (as [`Lfm2Audio::tts`]; the conversation caches
+    /// are not involved).
+    pub fn tts(&mut self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {
+        let backend = self.backend()?;
+        self.model.tts_on(&backend, text, opts, &mut |_| true)
+    }
+
     /// Runs one turn offline.
     pub fn s2s(&mut self, request: &S2sRequest) -> Result<TurnResult, EngineError> {
         self.s2s_with(request, &mut |_| true)
@@ -263,12 +304,14 @@ impl Session {
         request: &S2sRequest,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<TurnResult, EngineError> {
-        let p = self.prepare(request)?;
-        self.run_prepared(p, sink)
+        let backend = self.backend()?;
+        let p = self.prepare(&backend, request)?;
+        self.run_prepared(&backend, p, sink)
     }
 
     fn run_prepared(
         &mut self,
+        backend: &Backend,
         mut p: Prepared,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<TurnResult, EngineError> {
@@ -286,7 +329,7 @@ impl Session {
         } else {
             None
         };
-        let reply = self.model.run_reply(req, cache, sink)?;
+        let reply = self.model.run_reply(backend, req, cache, sink)?;
         self.finish_turn(p, reply)
     }
 
@@ -299,14 +342,18 @@ impl Session {
         self,
         request: &S2sRequest,
     ) -> Result<TurnStream, Box<(Session, EngineError)>> {
-        let p = match self.prepare(request) {
-            Ok(p) => p,
-            Err(e) => return Err(Box::new((self, e))),
-        };
         let mut session = self;
+        let backend = match session.backend() {
+            Ok(b) => b,
+            Err(e) => return Err(Box::new((session, e))),
+        };
+        let p = match session.prepare(&backend, request) {
+            Ok(p) => p,
+            Err(e) => return Err(Box::new((session, e))),
+        };
         Ok(TurnStream {
             inner: EventStream::spawn(move |sink| {
-                let r = session.run_prepared(p, sink);
+                let r = session.run_prepared(&backend, p, sink);
                 (session, r)
             }),
         })

@@ -3,6 +3,8 @@
 
 use std::time::Instant;
 
+use crate::ggml::Backend;
+
 use super::engine::Lfm2Audio;
 use super::error::EngineError;
 use super::prompt::PromptBuilder;
@@ -154,6 +156,19 @@ impl Lfm2Audio {
         opts: &TtsOptions,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<ReplyResult, EngineError> {
+        // why: the call computes on a backend of its own, so it never waits for other calls.
+        let backend = self.run_backend(None)?;
+        self.tts_on(&backend, text, opts, sink)
+    }
+
+    /// Speaks `text` computing on `backend`, handing each event to `sink`.
+    pub(crate) fn tts_on(
+        &self,
+        backend: &Backend,
+        text: &str,
+        opts: &TtsOptions,
+        sink: &mut dyn FnMut(ReplyEvent) -> bool,
+    ) -> Result<ReplyResult, EngineError> {
         let chunks = chunk_text(text, opts.chunk_chars);
         if chunks.is_empty() {
             return Err(EngineError::InvalidRequest("no text to speak".into()));
@@ -171,7 +186,7 @@ impl Lfm2Audio {
                 stop |= !go;
                 go
             };
-            let r = self.run_reply(self.tts_request(chunk, &o), None, &mut guard)?;
+            let r = self.run_reply(backend, self.tts_request(chunk, &o), None, &mut guard)?;
             if all.timings.first_audio.is_none() {
                 all.timings.first_audio = r.timings.first_audio.map(|_| started.elapsed());
             }

@@ -1,15 +1,21 @@
-//! A GGUF file's tensors loaded into one backend buffer, looked up by llama.cpp name.
+//! A GGUF file's tensors loaded into one backend buffer, and the name-tree walker components
+//! bind their typed layers with.
 //!
-//! Every model component (encoder, backbone, depthformer, detokenizer) builds its graphs from a
-//! [`WeightFile`]: the file's metadata stays available through [`WeightFile::gguf`], and the
-//! tensors are resolved by name through a [`Weights`] view, whose errors name the file and the
-//! tensor, so a misnamed or misshapen tensor fails at load, never inside a graph.
+//! Every model component (encoder, backbone, depthformer, detokenizer) binds its layers once at
+//! load from a [`WeightFile`] through a [`VarBuilder`]: `vb.pp("blk").pp(3).get("weight", shape,
+//! role)` resolves `blk.3.weight`, checks its shape and type, and returns a [`Param`] the layer
+//! keeps; errors name the file and the tensor, so a misnamed or misshapen tensor fails at load,
+//! never inside a graph. The file's metadata stays available through [`WeightFile::gguf`].
 
-use std::collections::HashMap;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::fmt::Display;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use crate::ggml::gguf::{GgufFile, TensorInfo};
-use crate::ggml::{Backend, BackendBuffer, Context, Tensor};
+use crate::ggml::weights::TensorSpec;
+use crate::ggml::{quant, Backend, GgmlType, Param, WeightStore};
 
 use super::load_error::{LoadError, Result};
 
@@ -17,19 +23,15 @@ use super::load_error::{LoadError, Result};
 pub struct WeightFile {
     file: PathBuf,
     gguf: GgufFile,
-    // why: declared before `ctx` is not needed for soundness (the context retains the buffer);
-    // the field keeps the buffer's size queryable.
-    buffer: BackendBuffer,
-    ctx: Context,
-    index: HashMap<String, usize>,
+    store: WeightStore,
 }
 
 impl std::fmt::Debug for WeightFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WeightFile")
             .field("file", &self.file)
-            .field("tensors", &self.index.len())
-            .field("bytes", &self.buffer.size())
+            .field("tensors", &self.store.len())
+            .field("bytes", &self.store.size_bytes())
             .finish()
     }
 }
@@ -39,6 +41,34 @@ pub fn display_path(gguf: &GgufFile) -> PathBuf {
     gguf.path()
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("<in-memory gguf>"))
+}
+
+fn specs<'g>(
+    infos: &[&'g TensorInfo],
+    ne: &'g [[i64; 4]],
+    gguf: Option<&'g GgufFile>,
+) -> Vec<TensorSpec<'g>> {
+    infos
+        .iter()
+        .zip(ne)
+        .map(|(info, ne)| TensorSpec {
+            name: info.name(),
+            ty: info.ggml_type(),
+            ne: &ne[..info.n_dims().max(1)],
+            data: gguf.map(|g| g.tensor_data(info)),
+        })
+        .collect()
+}
+
+/// The tensors of `gguf` as a store without data: names, types and shapes, for binding a
+/// component's layers to check a file before loading it.
+pub fn describe(gguf: &GgufFile) -> Result<WeightStore> {
+    let infos: Vec<&TensorInfo> = gguf.tensors().iter().collect();
+    let ne: Vec<[i64; 4]> = infos.iter().map(|i| TensorInfo::ne(i)).collect();
+    WeightStore::describe(&specs(&infos, &ne, None)).map_err(|source| LoadError::Backend {
+        file: display_path(gguf),
+        source,
+    })
 }
 
 impl WeightFile {
@@ -54,33 +84,16 @@ impl WeightFile {
         keep: impl Fn(&str) -> bool,
     ) -> Result<WeightFile> {
         let file = display_path(&gguf);
-        let backend_err = |source| LoadError::Backend {
-            file: file.clone(),
-            source,
-        };
-        let infos: Vec<_> = gguf.tensors().iter().filter(|t| keep(t.name())).collect();
-        let ctx = Context::metadata_with_graph(infos.len().max(1), 0).map_err(backend_err)?;
-        let mut index = HashMap::with_capacity(infos.len());
-        for (i, info) in infos.iter().enumerate() {
-            let ne = TensorInfo::ne(info);
-            let t = ctx
-                .new_tensor(info.ggml_type(), &ne[..info.n_dims().max(1)])
-                .map_err(backend_err)?;
-            t.set_name(info.name()).map_err(backend_err)?;
-            index.insert(info.name().to_owned(), i);
-        }
-        let buffer = ctx.alloc_tensors(backend).map_err(backend_err)?;
-        for (t, info) in ctx.tensors().into_iter().zip(&infos) {
-            t.set_bytes(0, gguf.tensor_data(info))
-                .map_err(backend_err)?;
-        }
-        Ok(WeightFile {
-            file,
-            gguf,
-            buffer,
-            ctx,
-            index,
-        })
+        let infos: Vec<&TensorInfo> = gguf.tensors().iter().filter(|t| keep(t.name())).collect();
+        let ne: Vec<[i64; 4]> = infos.iter().map(|i| TensorInfo::ne(i)).collect();
+        let store =
+            WeightStore::new(backend, &specs(&infos, &ne, Some(&gguf))).map_err(|source| {
+                LoadError::Backend {
+                    file: file.clone(),
+                    source,
+                }
+            })?;
+        Ok(WeightFile { file, gguf, store })
     }
 
     /// Opens `path` and loads every tensor onto `backend`; a missing file is
@@ -101,20 +114,22 @@ impl WeightFile {
 
     /// Bytes of backend memory the tensors take.
     pub fn size_bytes(&self) -> usize {
-        self.buffer.size()
+        self.store.size_bytes()
     }
 
     /// Whether a tensor named `name` was loaded.
     pub fn contains(&self, name: &str) -> bool {
-        self.index.contains_key(name)
+        self.store.contains(name)
     }
 
-    /// A lookup view for building graphs (resolves the tensor handles once).
-    pub fn view(&self) -> Weights<'_> {
-        Weights {
-            file: self,
-            tensors: self.ctx.tensors(),
-        }
+    /// The loaded tensors.
+    pub fn store(&self) -> &WeightStore {
+        &self.store
+    }
+
+    /// The root of the file's name tree, for binding layers.
+    pub fn vb(&self) -> VarBuilder<'_> {
+        VarBuilder::new(&self.file, &self.store)
     }
 }
 
@@ -130,47 +145,163 @@ pub fn open_gguf(path: impl AsRef<Path>) -> Result<GgufFile> {
     Ok(GgufFile::open(path)?)
 }
 
-/// Tensor handles of a [`WeightFile`], by name.
-pub struct Weights<'a> {
-    file: &'a WeightFile,
-    tensors: Vec<Tensor<'a>>,
+/// What a tensor is used as, which decides the types a graph accepts for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// First operand of a matrix product or a row lookup: any type with a CPU dot-product
+    /// kernel (F32, F16, BF16, the Q and K quants).
+    Matrix,
+    /// A convolution kernel (`conv_2d` family): F32 or F16.
+    Kernel,
+    /// Added or multiplied elementwise (norm weights, biases), or a depthwise kernel of
+    /// `ssm_conv`: F32 only (every published quantization keeps these F32).
+    Vector,
 }
 
-impl<'a> Weights<'a> {
-    /// The tensor `name`, or [`LoadError::MissingTensor`].
-    pub fn get(&self, name: &str) -> Result<Tensor<'a>> {
-        self.opt(name).ok_or_else(|| LoadError::MissingTensor {
-            file: self.file.file.clone(),
-            tensor: name.to_owned(),
-        })
+impl Role {
+    /// Whether a tensor in this role may be stored as `ty`.
+    pub fn allows(self, ty: GgmlType) -> bool {
+        match self {
+            Role::Matrix => quant::cpu_vec_dot_type(ty).is_some(),
+            Role::Kernel => matches!(ty, GgmlType::F32 | GgmlType::F16),
+            Role::Vector => ty == GgmlType::F32,
+        }
+    }
+}
+
+/// A prefix in a file's tensor names (candle's `VarBuilder`): [`pp`](Self::pp) descends,
+/// [`get`](Self::get) binds one tensor after checking its shape and type.
+#[derive(Clone)]
+pub struct VarBuilder<'a> {
+    file: &'a Path,
+    store: &'a WeightStore,
+    prefix: String,
+    /// Every full name bound through this tree (shared by all prefixes of one root).
+    bound: Rc<RefCell<BTreeSet<String>>>,
+}
+
+impl std::fmt::Debug for VarBuilder<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VarBuilder")
+            .field("file", &self.file)
+            .field("prefix", &self.prefix)
+            .finish()
+    }
+}
+
+impl<'a> VarBuilder<'a> {
+    /// The root of `store`'s names; errors report `file`.
+    pub fn new(file: &'a Path, store: &'a WeightStore) -> VarBuilder<'a> {
+        VarBuilder {
+            file,
+            store,
+            prefix: String::new(),
+            bound: Rc::default(),
+        }
     }
 
-    /// The tensor `name` if the file has it.
-    pub fn opt(&self, name: &str) -> Option<Tensor<'a>> {
-        self.file.index.get(name).map(|&i| self.tensors[i])
+    /// The sub-tree `prefix.part` (`part` alone at the root).
+    pub fn pp(&self, part: impl Display) -> VarBuilder<'a> {
+        VarBuilder {
+            prefix: self.name(&part.to_string()),
+            ..self.clone()
+        }
     }
 
-    /// The tensor `name`, checked to have `shape` (ggml order, trailing 1s optional).
-    pub fn shaped(&self, name: &str, shape: &[i64]) -> Result<Tensor<'a>> {
-        let t = self.get(name)?;
+    /// The full name of `leaf` under this prefix.
+    pub fn name(&self, leaf: &str) -> String {
+        if self.prefix.is_empty() {
+            leaf.to_owned()
+        } else {
+            format!("{}.{leaf}", self.prefix)
+        }
+    }
+
+    /// The file errors name.
+    pub fn path(&self) -> &'a Path {
+        self.file
+    }
+
+    /// Whether the file has `leaf` under this prefix.
+    pub fn contains(&self, leaf: &str) -> bool {
+        self.store.contains(&self.name(leaf))
+    }
+
+    /// The tensor `leaf`, checked to have `shape` (ggml order, trailing 1s optional) and a type
+    /// `role` allows: [`LoadError::MissingTensor`], [`LoadError::BadShape`] or
+    /// [`LoadError::BadType`] otherwise.
+    pub fn get(&self, leaf: &str, shape: &[usize], role: Role) -> Result<Param> {
+        let name = self.name(leaf);
+        let p = self.lookup(&name)?;
         let mut want = [1i64; 4];
-        want[..shape.len()].copy_from_slice(shape);
-        if t.ne() != want {
+        for (w, &d) in want.iter_mut().zip(shape) {
+            *w = d as i64;
+        }
+        if shape.len() > 4 || p.ne() != want {
             return Err(LoadError::BadShape {
-                file: self.file.file.clone(),
-                tensor: name.to_owned(),
+                file: self.file.to_path_buf(),
+                tensor: name,
                 expected: shape.iter().map(|&d| d as u64).collect(),
-                found: t.ne()[..t.n_dims().max(1)]
-                    .iter()
-                    .map(|&d| d as u64)
-                    .collect(),
+                found: p.ne()[..p.n_dims()].iter().map(|&d| d as u64).collect(),
             });
         }
-        Ok(t)
+        self.check_role(name, p, role)
     }
 
-    /// The file these handles belong to.
-    pub fn file(&self) -> &'a WeightFile {
-        self.file
+    /// The tensor `leaf` of any shape (for tensors whose shape sets a dimension), of a type
+    /// `role` allows.
+    pub fn get_any_shape(&self, leaf: &str, role: Role) -> Result<Param> {
+        let name = self.name(leaf);
+        let p = self.lookup(&name)?;
+        self.check_role(name, p, role)
+    }
+
+    /// The shape of `leaf` (ggml order, padded with 1s), for dimensions a file sets; it is not
+    /// bound (and not checked) by this.
+    pub fn ne(&self, leaf: &str) -> Result<[i64; 4]> {
+        let name = self.name(leaf);
+        self.store
+            .get(&name)
+            .map(|p| p.ne())
+            .ok_or_else(|| LoadError::MissingTensor {
+                file: self.file.to_path_buf(),
+                tensor: name,
+            })
+    }
+
+    fn lookup(&self, name: &str) -> Result<Param> {
+        let p = self
+            .store
+            .get(name)
+            .ok_or_else(|| LoadError::MissingTensor {
+                file: self.file.to_path_buf(),
+                tensor: name.to_owned(),
+            })?;
+        self.bound.borrow_mut().insert(name.to_owned());
+        Ok(p)
+    }
+
+    fn check_role(&self, name: String, p: Param, role: Role) -> Result<Param> {
+        if !role.allows(p.ty()) {
+            return Err(LoadError::BadType {
+                file: self.file.to_path_buf(),
+                tensor: name,
+                found: p.ty(),
+            });
+        }
+        Ok(p)
+    }
+
+    /// The file's tensors no `get` of this tree has bound yet, sorted.
+    pub fn unbound(&self) -> Vec<String> {
+        let bound = self.bound.borrow();
+        let mut out: Vec<String> = self
+            .store
+            .names()
+            .filter(|n| !bound.contains(*n))
+            .map(str::to_owned)
+            .collect();
+        out.sort();
+        out
     }
 }

@@ -11,7 +11,7 @@
 //! recurrent state).
 
 use crate::ggml::lazy_memory::{resident_bytes, LazyZeroed};
-use crate::ggml::{Backend, BackendBuffer, Context, GgmlType, Tensor};
+use crate::ggml::{Backend, BackendBuffer, Context, GgmlType, GraphAllocator, Tensor};
 
 use super::super::backbone_config::{LayerKind, Lfm2Config};
 use super::BackboneError;
@@ -29,8 +29,12 @@ pub(crate) enum LayerSlot {
     Conv { state: usize },
 }
 
-/// Attention K/V rows and conv tails for up to `capacity` positions of one sequence.
+/// Attention K/V rows and conv tails for up to `capacity` positions of one sequence, with the
+/// compute state its runs use: the backend they compute on and the graph allocator whose buffer
+/// holds their intermediate tensors.
 pub struct DecodeCache {
+    backend: Backend,
+    alloc: GraphAllocator,
     ctx: Context,
     buffer: BackendBuffer,
     slots: Vec<LayerSlot>,
@@ -116,6 +120,8 @@ impl DecodeCache {
             (ctx.alloc_tensors(backend)?, None)
         };
         let mut cache = DecodeCache {
+            backend: backend.clone(),
+            alloc: GraphAllocator::new(backend)?,
             ctx,
             buffer,
             slots,
@@ -175,6 +181,16 @@ impl DecodeCache {
             }
         }
         Ok(())
+    }
+
+    /// The backend the cache's runs compute on.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The allocator of the runs' graphs.
+    pub(crate) fn allocator(&self) -> &GraphAllocator {
+        &self.alloc
     }
 
     /// Marks `n` more positions as written (after a successful run).

@@ -2,10 +2,10 @@
 //! layer RMSNorm -> (gated short conv | GQA attention with q/k norm and NEOX RoPE) -> residual
 //! -> RMSNorm -> SwiGLU -> residual; final RMSNorm; tied text head.
 
-use crate::ggml::{Context, GgmlType, RopeMode, RopeParams, Tensor};
+use crate::ggml::{Context, GgmlType, Tensor};
 
-use super::super::backbone_config::{LayerKind, LayerTensors, MixerTensors};
-use super::super::weights::Weights;
+use super::super::backbone_config::{LayerKind, Mixer};
+use super::super::nn::{AttentionInputs, KvRows};
 use super::cache::{DecodeCache, LayerSlot};
 use super::{Backbone, BackboneError, ForwardOutput, Position, Rows};
 
@@ -125,8 +125,6 @@ fn input<'a>(t: Tensor<'a>, name: &str) -> R<Tensor<'a>> {
 fn embed<'a>(
     ctx: &'a Context,
     bb: &Backbone,
-    w: &Weights<'a>,
-    table: Option<Tensor<'a>>,
     inp: &Inputs,
     it: &mut InputTensors<'a>,
 ) -> R<Tensor<'a>> {
@@ -138,7 +136,7 @@ fn embed<'a>(
             "inp_text",
         )?;
         it.text = Some(ids);
-        pieces.push(ctx.get_rows(w.get(&bb.tensors.token_embd).map_err(load_err)?, ids)?);
+        pieces.push(ctx.get_rows(ctx.param(&bb.model.token_embd), ids)?);
     }
     if inp.n_audio > 0 {
         let a = input(
@@ -149,14 +147,14 @@ fn embed<'a>(
         pieces.push(a);
     }
     if let Some(ncb) = inp.codes.len().checked_div(inp.n_frames) {
-        let table = table.ok_or(BackboneError::NoAudioCodes)?;
+        let table = bb.audio_codes.as_ref().ok_or(BackboneError::NoAudioCodes)?;
         let idx = input(
             ctx.new_tensor_1d(GgmlType::I32, inp.codes.len() as i64)?,
             "inp_codes",
         )?;
         it.codes = Some(idx);
         // [hidden, codebooks * frames]: codebook rows of frame f at columns f*ncb .. f*ncb+ncb.
-        let rows = ctx.get_rows(table, idx)?;
+        let rows = ctx.get_rows(ctx.param(&table.table), idx)?;
         let stride = rows.nb()[1] * ncb;
         let col = |cb: usize| ctx.view_2d(rows, h, inp.n_frames as i64, stride, cb * rows.nb()[1]);
         // why: codebook 0 first, then each next one added in order (a fixed summation order).
@@ -180,124 +178,6 @@ fn embed<'a>(
         x = ctx.get_rows(x, order)?;
     }
     Ok(x)
-}
-
-fn load_err(e: super::super::load_error::LoadError) -> BackboneError {
-    BackboneError::Input(e.to_string())
-}
-
-/// RMSNorm of each column times `weight`.
-fn rms<'a>(ctx: &'a Context, x: Tensor<'a>, weight: Tensor<'a>, eps: f32) -> R<Tensor<'a>> {
-    Ok(ctx.mul(ctx.rms_norm(x, eps)?, weight)?)
-}
-
-struct Chunk {
-    p0: usize,
-    n: usize,
-}
-
-#[allow(clippy::too_many_arguments)]
-fn attention<'a>(
-    ctx: &'a Context,
-    bb: &Backbone,
-    w: &Weights<'a>,
-    l: &LayerTensors,
-    cache_k: Tensor<'a>,
-    cache_v: Tensor<'a>,
-    x: Tensor<'a>,
-    it: &InputTensors<'a>,
-    chunk: &Chunk,
-    g: &mut crate::ggml::Graph<'a>,
-) -> R<Tensor<'a>> {
-    let MixerTensors::Attention {
-        q,
-        k,
-        v,
-        output,
-        q_norm,
-        k_norm,
-    } = &l.mixer
-    else {
-        unreachable!("attention() is only called for attention layers");
-    };
-    let cfg = &bb.config;
-    let get = |name: &str| w.get(name).map_err(load_err);
-    let hd = i64::from(cfg.head_dim);
-    let nh = i64::from(cfg.num_attention_heads);
-    let nkv = i64::from(cfg.num_key_value_heads[l.index]);
-    let n = chunk.n as i64;
-    let kv_len = (chunk.p0 + chunk.n) as i64;
-    let eps = cfg.norm_eps;
-
-    let qc = ctx.reshape_3d(ctx.mul_mat(get(q)?, x)?, hd, nh, n)?;
-    let kc = ctx.reshape_3d(ctx.mul_mat(get(k)?, x)?, hd, nkv, n)?;
-    let vc = ctx.mul_mat(get(v)?, x)?; // [hd*nkv, n]
-    let qc = rms(ctx, qc, get(q_norm)?, eps)?;
-    let kc = rms(ctx, kc, get(k_norm)?, eps)?;
-    let rope = RopeParams::new(cfg.head_dim as usize, RopeMode::Neox, cfg.rope_theta);
-    let qc = ctx.rope_ext(qc, it.pos, None, rope)?;
-    let kc = ctx.rope_ext(kc, it.pos, None, rope)?;
-
-    // Write this chunk's rows, then read rows [0, p0 + n): expanding the copies first puts
-    // them before the reads in the graph's execution order.
-    let row = cache_k.nb()[1];
-    let k_dst = ctx.view_2d(cache_k, hd * nkv, n, row, chunk.p0 * row)?;
-    let v_dst = ctx.view_2d(cache_v, hd * nkv, n, row, chunk.p0 * row)?;
-    g.build_forward_expand(ctx.cpy(ctx.reshape_2d(kc, hd * nkv, n)?, k_dst)?)?;
-    g.build_forward_expand(ctx.cpy(vc, v_dst)?)?;
-
-    let f = 4usize; // F32 cache
-                    // [hd, kv_len, nkv] views of the cache (heads strided inside each row).
-    let kall = ctx.view_3d(cache_k, hd, nkv, kv_len, hd as usize * f, row, 0)?;
-    let vall = ctx.view_3d(cache_v, hd, nkv, kv_len, hd as usize * f, row, 0)?;
-    let kall = ctx.permute(kall, [0, 2, 1, 3])?;
-    let vt = ctx.cont(ctx.transpose(ctx.permute(vall, [0, 2, 1, 3])?)?)?; // [kv_len, hd, nkv]
-    let qp = ctx.permute(qc, [0, 2, 1, 3])?; // [hd, n, nh]
-    let kq = ctx.mul_mat(kall, qp)?; // [kv_len, n, nh]
-    let scale = 1.0 / (cfg.head_dim as f32).sqrt();
-    let kq = ctx.soft_max_ext(kq, it.mask, scale, 0.0)?;
-    let kqv = ctx.mul_mat(vt, kq)?; // [hd, n, nh]
-    let merged = ctx.cont_4d(ctx.permute(kqv, [0, 2, 1, 3])?, [hd * nh, n, 1, 1])?;
-    Ok(ctx.mul_mat(get(output)?, merged)?)
-}
-
-// why: the layer needs the context, the model, its weights, its cache row, the input and the
-// graph; bundling them in a struct would only rename the same eight things.
-#[allow(clippy::too_many_arguments)]
-fn short_conv<'a>(
-    ctx: &'a Context,
-    bb: &Backbone,
-    w: &Weights<'a>,
-    l: &LayerTensors,
-    state: Tensor<'a>,
-    x: Tensor<'a>,
-    chunk: &Chunk,
-    g: &mut crate::ggml::Graph<'a>,
-) -> R<Tensor<'a>> {
-    let MixerTensors::Conv {
-        in_proj,
-        conv,
-        out_proj,
-    } = &l.mixer
-    else {
-        unreachable!("short_conv() is only called for conv layers");
-    };
-    let get = |name: &str| w.get(name).map_err(load_err);
-    let h = i64::from(bb.config.hidden_size);
-    let n = chunk.n as i64;
-    let bcx = ctx.mul_mat(get(in_proj)?, x)?; // [3h, n]: B, C, x stacked
-    let part = |i: usize| ctx.view_2d(bcx, h, n, bcx.nb()[1], i * h as usize * 4);
-    let (b, c, xin) = (part(0)?, part(1)?, part(2)?);
-    let bx = ctx.cont(ctx.transpose(ctx.mul(b, xin)?)?)?; // [n, h]
-    let sx = ctx.concat(state, bx, 0)?; // [L-1+n, h]: the previous tail then this chunk
-    let tail = state.ne()[0];
-    // The new tail: the last L-1 inputs.
-    let new_tail = ctx.view_2d(sx, tail, h, sx.nb()[1], n as usize * 4)?;
-    g.build_forward_expand(ctx.cpy(new_tail, state)?)?;
-    let sx3 = ctx.reshape_3d(sx, tail + n, h, 1)?;
-    let y = ctx.ssm_conv(sx3, get(conv)?)?; // [h, n, 1]
-    let y = ctx.mul(c, ctx.reshape_2d(y, h, n)?)?;
-    Ok(ctx.mul_mat(get(out_proj)?, y)?)
 }
 
 /// Builds, allocates and computes the graph of one chunk.
@@ -340,12 +220,6 @@ pub(super) fn run(
     let inp = gather(bb, positions)?;
 
     let ctx = Context::metadata_with_graph(GRAPH_SIZE, GRAPH_SIZE)?;
-    let w = bb.weights.view();
-    let table_w = bb.audio_codes.as_ref().map(|t| t.file.view());
-    let table = match (&table_w, &bb.audio_codes) {
-        (Some(tw), Some(t)) => Some(tw.get(&t.name).map_err(load_err)?),
-        _ => None,
-    };
     let mut g = ctx.new_graph(GRAPH_SIZE)?;
     let kv_len = (p0 + n) as i64;
     let has_attention = (0..n_layers).any(|il| cfg.layer_kind(il) == LayerKind::Attention);
@@ -364,27 +238,31 @@ pub(super) fn run(
             None
         },
     };
-    let mut x = embed(&ctx, bb, &w, table, &inp, &mut it)?;
-    let chunk = Chunk { p0, n };
+    let mut x = embed(&ctx, bb, &inp, &mut it)?;
+    let attn_in = AttentionInputs {
+        pos: it.pos,
+        mask: it.mask,
+        p0,
+    };
     let cache_t = cache.tensors();
-    let eps = cfg.norm_eps;
-    for (il, l) in bb.tensors.layers.iter().enumerate() {
-        let get = |name: &str| w.get(name).map_err(load_err);
-        let cur = rms(&ctx, x, get(&l.attn_norm)?, eps)?;
-        let mixed = match cache.slots()[il] {
-            LayerSlot::Attention { k, v } => attention(
-                &ctx, bb, &w, l, cache_t[k], cache_t[v], cur, &it, &chunk, &mut g,
-            )?,
-            LayerSlot::Conv { state } => {
-                short_conv(&ctx, bb, &w, l, cache_t[state], cur, &chunk, &mut g)?
+    for (l, slot) in bb.model.layers.iter().zip(cache.slots()) {
+        let cur = l.attn_norm.forward(&ctx, x)?;
+        let mixed = match (&l.mixer, *slot) {
+            (Mixer::Attention(a), LayerSlot::Attention { k, v }) => {
+                let rows = KvRows {
+                    k: cache_t[k],
+                    v: cache_t[v],
+                };
+                a.forward(&ctx, &mut g, cur, rows, &attn_in)?
             }
+            (Mixer::Conv(c), LayerSlot::Conv { state }) => {
+                c.forward(&ctx, &mut g, cur, cache_t[state])?
+            }
+            _ => return Err(BackboneError::CacheMismatch),
         };
         x = ctx.add(x, mixed)?;
-        let cur = rms(&ctx, x, get(&l.ffn_norm)?, eps)?;
-        let gate = ctx.mul_mat(get(&l.ffn_gate)?, cur)?;
-        let up = ctx.mul_mat(get(&l.ffn_up)?, cur)?;
-        let down = ctx.mul_mat(get(&l.ffn_down)?, ctx.swiglu_split(gate, up)?)?;
-        x = ctx.add(x, down)?;
+        let cur = l.ffn_norm.forward(&ctx, x)?;
+        x = ctx.add(x, l.ffn.forward(&ctx, cur)?)?;
     }
     let h = cfg.hidden_size as usize;
     let selected = match rows {
@@ -397,21 +275,11 @@ pub(super) fn run(
     };
     let mut outs = None;
     if let Some((sel, n_rows)) = selected {
-        let hidden = rms(
-            &ctx,
-            sel,
-            w.get(&bb.tensors.output_norm).map_err(load_err)?,
-            eps,
-        )?;
+        let hidden = bb.model.output_norm.forward(&ctx, sel)?;
         hidden.set_output();
         g.build_forward_expand(hidden)?;
         let logits = if want_logits {
-            let head = bb
-                .tensors
-                .output
-                .as_deref()
-                .unwrap_or(&bb.tensors.token_embd);
-            let l = ctx.mul_mat(w.get(head).map_err(load_err)?, hidden)?;
+            let l = ctx.mul_mat(ctx.param(&bb.model.head), hidden)?;
             l.set_output();
             g.build_forward_expand(l)?;
             Some(l)
@@ -421,9 +289,9 @@ pub(super) fn run(
         outs = Some((hidden, logits, n_rows));
     }
 
-    bb.alloc.alloc_graph(&g)?;
+    cache.allocator().alloc_graph(&g)?;
     set_inputs(&it, &inp, p0, n, bb.sliding_window)?;
-    bb.backend.compute(&g)?;
+    cache.backend().compute(&g)?;
 
     let mut out = ForwardOutput::default();
     if let Some((hidden, logits, n_rows)) = outs {

@@ -9,9 +9,9 @@
 pub mod cache;
 mod graph;
 
-use crate::ggml::{Backend, GgmlError, GraphAllocator};
+use crate::ggml::{Backend, GgmlError, Param};
 
-use super::backbone_config::{Lfm2Backbone, Lfm2Config, Lfm2Tensors};
+use super::backbone_config::{Lfm2Backbone, Lfm2Config, Lfm2Weights};
 use super::load_error::LoadError;
 use super::weights::WeightFile;
 
@@ -87,7 +87,7 @@ pub struct ForwardOutput {
 #[derive(Debug)]
 pub struct AudioCodeTable {
     file: WeightFile,
-    name: String,
+    table: Param,
     codebooks: usize,
     codebook_size: usize,
 }
@@ -100,9 +100,10 @@ impl AudioCodeTable {
         codebooks: usize,
         hidden: usize,
     ) -> Result<AudioCodeTable, LoadError> {
-        let w = file.view();
-        let t = w.get(name)?;
-        let ne = t.ne();
+        let table = file
+            .vb()
+            .get_any_shape(name, super::weights::Role::Matrix)?;
+        let ne = table.ne();
         if ne[0] as usize != hidden || codebooks == 0 || ne[1] as usize % codebooks != 0 {
             return Err(LoadError::BadShape {
                 file: file.path().to_path_buf(),
@@ -117,10 +118,15 @@ impl AudioCodeTable {
         let codebook_size = ne[1] as usize / codebooks;
         Ok(AudioCodeTable {
             file,
-            name: name.to_owned(),
+            table,
             codebooks,
             codebook_size,
         })
+    }
+
+    /// Bytes of backend memory the table takes.
+    pub fn size_bytes(&self) -> usize {
+        self.file.size_bytes()
     }
 
     /// Number of codebooks.
@@ -134,15 +140,17 @@ impl AudioCodeTable {
     }
 }
 
-/// A loaded LFM2 backbone.
+/// A loaded LFM2 backbone: weights bound into typed layers, immutable and shareable. Every run's
+/// state (K/V rows, conv tails, graph memory, the backend instance it computes on) lives in the
+/// caller's [`DecodeCache`].
 pub struct Backbone {
     config: Lfm2Config,
-    tensors: Lfm2Tensors,
+    model: Lfm2Weights,
     weights: WeightFile,
     audio_codes: Option<AudioCodeTable>,
     sliding_window: Option<usize>,
+    /// The backend the weights were loaded on ([`Backbone::new_cache`] computes on it).
     backend: Backend,
-    alloc: GraphAllocator,
 }
 
 impl std::fmt::Debug for Backbone {
@@ -157,11 +165,7 @@ impl std::fmt::Debug for Backbone {
 impl Backbone {
     /// Loads a validated backbone file onto `backend`.
     pub fn load(file: Lfm2Backbone, backend: &Backend) -> Result<Backbone, LoadError> {
-        let Lfm2Backbone {
-            gguf,
-            config,
-            tensors,
-        } = file;
+        let Lfm2Backbone { gguf, config } = file;
         // The detokenizer's LFM2 attends within a causal sliding window.
         let sliding_window = gguf
             .get_integer_opt::<u64>(super::gguf_keys::LFM2_SLIDING_WINDOW)?
@@ -169,18 +173,14 @@ impl Backbone {
             .map(|w| w as usize);
         // why: the tokenizer arrays are metadata, not tensors; every tensor of the file is used.
         let weights = WeightFile::load(gguf, backend)?;
-        let alloc = GraphAllocator::new(backend).map_err(|source| LoadError::Backend {
-            file: weights.path().to_path_buf(),
-            source,
-        })?;
+        let model = Lfm2Weights::load(&weights.vb(), &config)?;
         Ok(Backbone {
             config,
-            tensors,
+            model,
             weights,
             audio_codes: None,
             sliding_window,
             backend: backend.clone(),
-            alloc,
         })
     }
 
@@ -215,9 +215,25 @@ impl Backbone {
         &self.backend
     }
 
-    /// A decode cache for `capacity` positions on this backbone's backend.
+    /// The typed layers.
+    pub fn layers(&self) -> &Lfm2Weights {
+        &self.model
+    }
+
+    /// A decode cache for `capacity` positions, computing on the backend the weights were loaded
+    /// on.
     pub fn new_cache(&self, capacity: usize) -> Result<DecodeCache, BackboneError> {
         DecodeCache::new(&self.config, &self.backend, capacity)
+    }
+
+    /// A decode cache for `capacity` positions whose runs compute on `backend` (an instance of
+    /// the weights' device, e.g. [`Backend::new_instance`]), so several caches run at once.
+    pub fn new_cache_on(
+        &self,
+        backend: &Backend,
+        capacity: usize,
+    ) -> Result<DecodeCache, BackboneError> {
+        DecodeCache::new(&self.config, backend, capacity)
     }
 
     /// Runs `positions` at the cache's next positions, writes them into the cache and returns

@@ -27,12 +27,14 @@ use std::collections::VecDeque;
 
 use crate::ggml::{quant, Backend, GgmlError, GgmlType, GraphAllocator};
 
+use super::nn::Linear;
+
 use super::backbone::{Backbone, BackboneError, Position, Rows};
 use super::backbone_config::LayerKind;
 use super::load_error::LoadError;
 use super::package::{Detokenizer as DetokenizerFile, Vocoder, DENSE_2, DENSE_2_BIAS};
 use super::vocoder_config::{DETOK_EMBEDDING, ISTFT_WINDOW};
-use super::weights::display_path;
+use super::weights::{display_path, Role};
 
 use istft::{Istft, OverlapAdd};
 pub use stream::DetokenizerStream;
@@ -173,12 +175,13 @@ impl CodeEmbedding {
     }
 }
 
-/// A loaded detokenizer.
+/// A loaded detokenizer: immutable weights; every stream owns its decode cache and graph memory.
 pub struct Detokenizer {
     backbone: Backbone,
+    /// `dense_2`: `[hidden, n_fft + 2]` with bias.
+    head: Linear,
     codes: CodeEmbedding,
     istft: Istft,
-    alloc: GraphAllocator,
     out_width: usize,
     warmup_frames: usize,
     options: DetokenizerOptions,
@@ -304,9 +307,11 @@ impl Detokenizer {
         let cfg = file.lfm2.config.clone();
         let tpath = display_path(&file.lfm2.gguf);
         let backbone = Backbone::load(file.lfm2, backend)?;
-        let view = backbone.weights().view();
-        view.shaped(DENSE_2, &[hidden as i64, out_width as i64])?;
-        view.shaped(DENSE_2_BIAS, &[out_width as i64])?;
+        let vb = backbone.weights().vb();
+        let head = Linear {
+            weight: vb.get(DENSE_2, &[hidden, out_width], Role::Matrix)?,
+            bias: Some(vb.get(DENSE_2_BIAS, &[out_width], Role::Vector)?),
+        };
         let has_attention = cfg.layer_kinds().contains(&LayerKind::Attention);
         let window_len = match (backbone.sliding_window(), has_attention) {
             (Some(w), _) => w,
@@ -329,19 +334,15 @@ impl Detokenizer {
             })
             .sum();
         let warmup_frames = lookback.div_ceil(UPSAMPLE);
-        let alloc = GraphAllocator::new(backend).map_err(|source| LoadError::Backend {
-            file: tpath,
-            source,
-        })?;
         let mut options = DetokenizerOptions::default();
         // why: a model with a very long receptive field still gets segments mostly of new frames.
         options.segment_frames = options.segment_frames.max(4 * (warmup_frames + 1));
-        drop(view);
+        drop(vb);
         Ok(Detokenizer {
             backbone,
+            head,
             codes,
             istft,
-            alloc,
             out_width,
             warmup_frames,
             options,
@@ -393,9 +394,16 @@ impl Detokenizer {
         &self.backbone
     }
 
-    /// A streaming decoder: push frames, get samples as soon as they are final.
+    /// A streaming decoder computing on the backend the weights were loaded on: push frames,
+    /// get samples as soon as they are final.
     pub fn stream(&self) -> DetokenizerStream<'_> {
         DetokenizerStream::new(self)
+    }
+
+    /// A streaming decoder computing on `backend` (an instance of the weights' device, e.g.
+    /// [`Backend::new_instance`]), so several streams decode at once.
+    pub fn stream_on(&self, backend: &Backend) -> DetokenizerStream<'_> {
+        DetokenizerStream::on(self, backend)
     }
 
     /// Checks every frame before any work is done.
@@ -426,7 +434,7 @@ impl Detokenizer {
     /// values per frame, row-major), computed as [`decode`](Self::decode) computes it.
     pub fn spectrogram<F: AsRef<[u32]>>(&self, frames: &[F]) -> Result<Vec<f32>, DetokenizerError> {
         self.check_all(frames)?;
-        let mut core = stream::Core::new(self);
+        let mut core = stream::Core::new(self, self.backbone.backend());
         let mut out = Vec::with_capacity(frames.len() * UPSAMPLE * self.out_width);
         for (i, f) in frames.iter().enumerate() {
             let emb = self.codes.embed(i, f.as_ref())?;
@@ -455,7 +463,8 @@ impl Detokenizer {
         let out = self
             .backbone
             .forward(&mut cache, &positions, Rows::All, false)?;
-        head::run(&self.backbone, &self.alloc, &out.hidden, out.rows)
+        let alloc = GraphAllocator::new(cache.backend())?;
+        head::run(&self.head, cache.backend(), &alloc, &out.hidden, out.rows)
     }
 
     /// The waveform of `frames` from one LFM2 pass over all positions (see

@@ -6,6 +6,8 @@
 
 use std::collections::VecDeque;
 
+use crate::ggml::{Backend, GraphAllocator};
+
 use super::super::backbone::{DecodeCache, Position, Rows};
 use super::istft::OverlapAdd;
 use super::{head, keep_last, Detokenizer, DetokenizerError, UPSAMPLE};
@@ -13,6 +15,10 @@ use super::{head, keep_last, Detokenizer, DetokenizerError, UPSAMPLE};
 /// The LFM2 + head state of one stream.
 pub(super) struct Core<'a> {
     det: &'a Detokenizer,
+    /// What the stream computes on.
+    backend: Backend,
+    /// The head graph's memory (made on first use).
+    alloc: Option<GraphAllocator>,
     segment_frames: usize,
     cache: Option<DecodeCache>,
     /// Embeddings of the last `warmup_frames` frames, oldest first.
@@ -23,9 +29,11 @@ pub(super) struct Core<'a> {
 }
 
 impl<'a> Core<'a> {
-    pub(super) fn new(det: &'a Detokenizer) -> Core<'a> {
+    pub(super) fn new(det: &'a Detokenizer, backend: &Backend) -> Core<'a> {
         Core {
             det,
+            backend: backend.clone(),
+            alloc: None,
             segment_frames: det.options.segment_frames,
             cache: None,
             history: VecDeque::new(),
@@ -41,7 +49,7 @@ impl<'a> Core<'a> {
             Some(c) => c,
             None => self
                 .cache
-                .insert(bb.new_cache(self.segment_frames * UPSAMPLE)?),
+                .insert(bb.new_cache_on(&self.backend, self.segment_frames * UPSAMPLE)?),
         };
         if self.in_segment.is_some_and(|n| n >= self.segment_frames) {
             self.in_segment = None;
@@ -69,7 +77,11 @@ impl<'a> Core<'a> {
         let positions = [Position::Audio(&emb); UPSAMPLE];
         let out = bb.forward(cache, &positions, Rows::All, false)?;
         self.in_segment = Some(in_segment + 1);
-        let rows = head::run(bb, &det.alloc, &out.hidden, out.rows)?;
+        let alloc = match &self.alloc {
+            Some(a) => a,
+            None => self.alloc.insert(GraphAllocator::new(&self.backend)?),
+        };
+        let rows = head::run(&det.head, &self.backend, alloc, &out.hidden, out.rows)?;
         if det.warmup_frames > 0 {
             self.history.push_back(emb);
             keep_last(&mut self.history, det.warmup_frames);
@@ -101,10 +113,16 @@ impl std::fmt::Debug for DetokenizerStream<'_> {
 }
 
 impl<'a> DetokenizerStream<'a> {
-    /// A stream on `det` with its current options.
+    /// A stream on `det` with its current options, computing on the backend its weights were
+    /// loaded on.
     pub fn new(det: &'a Detokenizer) -> DetokenizerStream<'a> {
+        DetokenizerStream::on(det, det.backbone.backend())
+    }
+
+    /// A stream on `det` with its current options, computing on `backend`.
+    pub fn on(det: &'a Detokenizer, backend: &Backend) -> DetokenizerStream<'a> {
         DetokenizerStream {
-            core: Core::new(det),
+            core: Core::new(det, backend),
             ola: OverlapAdd::new(&det.istft),
             frames: 0,
         }

@@ -2,57 +2,35 @@
 
 use crate::ggml::{Context, Tensor};
 use crate::lfm2_audio::load_error::Result as LoadResult;
-use crate::lfm2_audio::weights::Weights;
+use crate::lfm2_audio::nn::{LayerNorm, Linear};
+use crate::lfm2_audio::weights::VarBuilder;
 
-use super::config::{checked, EncoderConfig, Role};
-use super::conformer::{layer_norm, linear, Linear, Norm};
+use super::config::EncoderConfig;
 use super::EncodeResult;
 
 /// The adapter weights (`mm.a.mlp.{0,1,3}`).
-pub(crate) struct Adapter<'a> {
-    norm: Norm<'a>,
-    up: Linear<'a>,
-    down: Linear<'a>,
+#[derive(Debug, Clone)]
+pub(crate) struct Adapter {
+    norm: LayerNorm,
+    up: Linear,
+    down: Linear,
 }
 
-impl<'a> Adapter<'a> {
-    /// Resolves and checks the adapter tensors.
-    pub(crate) fn load(w: &Weights<'a>, cfg: &EncoderConfig) -> LoadResult<Adapter<'a>> {
-        let lin = |i: u32, n_in: usize, n_out: usize| -> LoadResult<Linear<'a>> {
-            Ok(Linear {
-                w: checked(
-                    w,
-                    &format!("mm.a.mlp.{i}.weight"),
-                    &[n_in, n_out],
-                    Role::Matrix,
-                )?,
-                b: Some(checked(
-                    w,
-                    &format!("mm.a.mlp.{i}.bias"),
-                    &[n_out],
-                    Role::Vector,
-                )?),
-            })
-        };
+impl Adapter {
+    /// Binds and checks the adapter tensors.
+    pub(crate) fn load(vb: &VarBuilder<'_>, cfg: &EncoderConfig) -> LoadResult<Adapter> {
+        let mlp = vb.pp("mm.a.mlp");
         Ok(Adapter {
-            norm: Norm {
-                w: checked(w, "mm.a.mlp.0.weight", &[cfg.d_model], Role::Vector)?,
-                b: checked(w, "mm.a.mlp.0.bias", &[cfg.d_model], Role::Vector)?,
-            },
-            up: lin(1, cfg.d_model, cfg.adapter_hidden)?,
-            down: lin(3, cfg.adapter_hidden, cfg.out_dim)?,
+            norm: LayerNorm::load(&mlp.pp(0), cfg.d_model, cfg.eps)?,
+            up: Linear::load(&mlp.pp(1), cfg.d_model, cfg.adapter_hidden, true)?,
+            down: Linear::load(&mlp.pp(3), cfg.adapter_hidden, cfg.out_dim, true)?,
         })
     }
 
     /// `x`: `[d_model, T]` -> `[out_dim, T]`.
-    pub(crate) fn build(
-        &self,
-        ctx: &'a Context,
-        x: Tensor<'a>,
-        eps: f32,
-    ) -> EncodeResult<Tensor<'a>> {
-        let h = layer_norm(ctx, x, &self.norm, eps)?;
-        let h = ctx.gelu_erf(linear(ctx, h, &self.up)?)?;
-        linear(ctx, h, &self.down)
+    pub(crate) fn build<'a>(&self, ctx: &'a Context, x: Tensor<'a>) -> EncodeResult<Tensor<'a>> {
+        let h = self.norm.forward(ctx, x)?;
+        let h = ctx.gelu_erf(self.up.forward(ctx, h)?)?;
+        Ok(self.down.forward(ctx, h)?)
     }
 }

@@ -3,10 +3,9 @@
 use std::path::PathBuf;
 
 use crate::ggml::gguf::GgufFile;
-use crate::ggml::{quant, GgmlType};
 use crate::lfm2_audio::gguf_keys as K;
 use crate::lfm2_audio::load_error::{LoadError, Result};
-use crate::lfm2_audio::weights::{display_path, WeightFile, Weights};
+use crate::lfm2_audio::weights::{display_path, WeightFile};
 
 /// `general.architecture` of an mmproj file.
 pub const CLIP_ARCH: &str = "clip";
@@ -115,11 +114,8 @@ impl EncoderConfig {
                 format!("{n_heads} heads do not divide the width {d_model}"),
             ));
         }
-        let w = file.view();
-        let dim = |name: &str, axis: usize| -> Result<usize> {
-            let t = w.get(name)?;
-            Ok(t.ne()[axis] as usize)
-        };
+        let vb = file.vb();
+        let dim = |name: &str, axis: usize| -> Result<usize> { Ok(vb.ne(name)?[axis] as usize) };
         let cfg = EncoderConfig {
             n_mels,
             d_model,
@@ -206,40 +202,4 @@ impl Keys<'_> {
             )),
         }
     }
-}
-
-/// What a tensor is used as, which decides the types the graph accepts for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role {
-    /// First operand of a matrix product: any type with a dot-product kernel.
-    Matrix,
-    /// Convolution kernel of the subsampling: F32 or F16.
-    Kernel,
-    /// Added or multiplied elementwise, or the depthwise kernel of the conv module: F32.
-    Vector,
-}
-
-/// Looks up `name` with ggml shape `shape` and an accepted type for `role`.
-pub(crate) fn checked<'a>(
-    w: &Weights<'a>,
-    name: &str,
-    shape: &[usize],
-    role: Role,
-) -> Result<crate::ggml::Tensor<'a>> {
-    let shape: Vec<i64> = shape.iter().map(|&d| d as i64).collect();
-    let t = w.shaped(name, &shape)?;
-    let ty = t.ty();
-    let ok = match role {
-        Role::Matrix => quant::cpu_vec_dot_type(ty).is_some(),
-        Role::Kernel => matches!(ty, GgmlType::F32 | GgmlType::F16),
-        Role::Vector => ty == GgmlType::F32,
-    };
-    if !ok {
-        return Err(LoadError::BadType {
-            file: w.file().path().to_path_buf(),
-            tensor: name.to_owned(),
-            found: ty,
-        });
-    }
-    Ok(t)
 }

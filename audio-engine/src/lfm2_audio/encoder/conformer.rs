@@ -5,109 +5,53 @@
 //! (non-causal, odd kernel) -> BatchNorm (folded to scale + shift by the converter) -> SiLU ->
 //! pointwise.
 
-use crate::ggml::{Context, Tensor};
+use crate::ggml::{Context, Param, Tensor};
 use crate::lfm2_audio::load_error::Result as LoadResult;
-use crate::lfm2_audio::weights::Weights;
+use crate::lfm2_audio::nn::{LayerNorm, Linear};
+use crate::lfm2_audio::weights::{Role, VarBuilder};
 
-use super::config::{checked, EncoderConfig, Role};
+use super::config::EncoderConfig;
 use super::EncodeResult;
 
-/// A LayerNorm's affine parameters.
-#[derive(Clone, Copy)]
-pub(crate) struct Norm<'a> {
-    pub(crate) w: Tensor<'a>,
-    pub(crate) b: Tensor<'a>,
-}
-
-/// A linear layer: `w` `[n_in, n_out]` (ggml order), optional bias `[n_out]`.
-#[derive(Clone, Copy)]
-pub(crate) struct Linear<'a> {
-    pub(crate) w: Tensor<'a>,
-    pub(crate) b: Option<Tensor<'a>>,
-}
-
-/// `(x - mean) / sqrt(var + eps) * w + b` over each column of `x` `[d, T]`.
-pub(crate) fn layer_norm<'a>(
-    ctx: &'a Context,
-    x: Tensor<'a>,
-    n: &Norm<'a>,
-    eps: f32,
-) -> EncodeResult<Tensor<'a>> {
-    Ok(ctx.add(ctx.mul(ctx.norm(x, eps)?, n.w)?, n.b)?)
-}
-
-/// `W x + b` for `x` `[n_in, T]`.
-pub(crate) fn linear<'a>(
-    ctx: &'a Context,
-    x: Tensor<'a>,
-    l: &Linear<'a>,
-) -> EncodeResult<Tensor<'a>> {
-    let y = ctx.mul_mat(l.w, x)?;
-    Ok(match l.b {
-        Some(b) => ctx.add(y, b)?,
-        None => y,
-    })
-}
-
 /// The weights of one conformer layer.
-pub(crate) struct ConformerLayer<'a> {
-    ff1_norm: Norm<'a>,
-    ff1_up: Linear<'a>,
-    ff1_down: Linear<'a>,
-    att_norm: Norm<'a>,
-    q: Linear<'a>,
-    k: Linear<'a>,
-    v: Linear<'a>,
-    o: Linear<'a>,
-    pos: Linear<'a>,
-    pos_bias_u: Tensor<'a>,
-    pos_bias_v: Tensor<'a>,
-    conv_norm_in: Norm<'a>,
-    pw1: Linear<'a>,
-    dw: Linear<'a>,
-    bn: Norm<'a>,
-    pw2: Linear<'a>,
-    ff2_norm: Norm<'a>,
-    ff2_up: Linear<'a>,
-    ff2_down: Linear<'a>,
-    out_norm: Norm<'a>,
+#[derive(Debug, Clone)]
+pub(crate) struct ConformerLayer {
+    ff1_norm: LayerNorm,
+    ff1_up: Linear,
+    ff1_down: Linear,
+    att_norm: LayerNorm,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    pos: Linear,
+    pos_bias_u: Param,
+    pos_bias_v: Param,
+    conv_norm_in: LayerNorm,
+    pw1: Linear,
+    /// Depthwise kernel `[K, d]` (F32: it feeds `ssm_conv`) and bias `[d]`.
+    dw: (Param, Param),
+    /// The folded BatchNorm: scale and shift `[d]`.
+    bn: (Param, Param),
+    pw2: Linear,
+    ff2_norm: LayerNorm,
+    ff2_up: Linear,
+    ff2_down: Linear,
+    out_norm: LayerNorm,
 }
 
-impl<'a> ConformerLayer<'a> {
-    /// Resolves and checks the tensors of layer `il` (names `a.blk.{il}.*`).
+impl ConformerLayer {
+    /// Binds and checks the tensors of layer `il` (names `a.blk.{il}.*`).
     pub(crate) fn load(
-        w: &Weights<'a>,
+        vb: &VarBuilder<'_>,
         cfg: &EncoderConfig,
         il: usize,
-    ) -> LoadResult<ConformerLayer<'a>> {
+    ) -> LoadResult<ConformerLayer> {
         let (d, ff, k) = (cfg.d_model, cfg.ff_dim, cfg.conv_kernel);
-        let name = |part: &str| format!("a.blk.{il}.{part}");
-        let norm = |part: &str| -> LoadResult<Norm<'a>> {
-            Ok(Norm {
-                w: checked(w, &name(&format!("{part}.weight")), &[d], Role::Vector)?,
-                b: checked(w, &name(&format!("{part}.bias")), &[d], Role::Vector)?,
-            })
-        };
-        let lin = |part: &str, n_in: usize, n_out: usize, bias: bool| -> LoadResult<Linear<'a>> {
-            let b = if bias {
-                Some(checked(
-                    w,
-                    &name(&format!("{part}.bias")),
-                    &[n_out],
-                    Role::Vector,
-                )?)
-            } else {
-                None
-            };
-            Ok(Linear {
-                w: checked(
-                    w,
-                    &name(&format!("{part}.weight")),
-                    &[n_in, n_out],
-                    Role::Matrix,
-                )?,
-                b,
-            })
+        let vb = vb.pp("a.blk").pp(il);
+        let norm = |part: &str| LayerNorm::load(&vb.pp(part), d, cfg.eps);
+        let lin = |part: &str, n_in: usize, n_out: usize, bias: bool| {
+            Linear::load(&vb.pp(part), n_in, n_out, bias)
         };
         let (dk, h) = (cfg.head_dim(), cfg.n_heads);
         Ok(ConformerLayer {
@@ -120,16 +64,19 @@ impl<'a> ConformerLayer<'a> {
             v: lin("attn_v", d, d, true)?,
             o: lin("attn_out", d, d, true)?,
             pos: lin("linear_pos", d, d, false)?,
-            pos_bias_u: checked(w, &name("pos_bias_u"), &[dk, h], Role::Vector)?,
-            pos_bias_v: checked(w, &name("pos_bias_v"), &[dk, h], Role::Vector)?,
+            pos_bias_u: vb.get("pos_bias_u", &[dk, h], Role::Vector)?,
+            pos_bias_v: vb.get("pos_bias_v", &[dk, h], Role::Vector)?,
             conv_norm_in: norm("norm_conv")?,
             pw1: lin("conv_pw1", d, 2 * d, true)?,
             // the depthwise kernel feeds ssm_conv, which takes F32 `[K, d]`
-            dw: Linear {
-                w: checked(w, &name("conv_dw.weight"), &[k, d], Role::Vector)?,
-                b: Some(checked(w, &name("conv_dw.bias"), &[d], Role::Vector)?),
-            },
-            bn: norm("conv_norm")?,
+            dw: (
+                vb.pp("conv_dw").get("weight", &[k, d], Role::Vector)?,
+                vb.pp("conv_dw").get("bias", &[d], Role::Vector)?,
+            ),
+            bn: (
+                vb.pp("conv_norm").get("weight", &[d], Role::Vector)?,
+                vb.pp("conv_norm").get("bias", &[d], Role::Vector)?,
+            ),
             pw2: lin("conv_pw2", d, d, true)?,
             ff2_norm: norm("ffn_norm_1")?,
             ff2_up: lin("ffn_up_1", d, ff, true)?,
@@ -139,38 +86,29 @@ impl<'a> ConformerLayer<'a> {
     }
 
     /// `x` `[d, T]`, `pos_emb` `[d, 2T - 1]` (relative positions `T-1 .. -(T-1)`) -> `[d, T]`.
-    pub(crate) fn build(
+    pub(crate) fn build<'a>(
         &self,
         ctx: &'a Context,
         cfg: &EncoderConfig,
         x: Tensor<'a>,
         pos_emb: Tensor<'a>,
     ) -> EncodeResult<Tensor<'a>> {
-        let eps = cfg.eps;
-        let ff = |x: Tensor<'a>, up: &Linear<'a>, down: &Linear<'a>| -> EncodeResult<Tensor<'a>> {
-            let h = ctx.silu(linear(ctx, x, up)?)?;
-            linear(ctx, h, down)
+        let ff = |x: Tensor<'a>, up: &Linear, down: &Linear| -> EncodeResult<Tensor<'a>> {
+            let h = ctx.silu(up.forward(ctx, x)?)?;
+            Ok(down.forward(ctx, h)?)
         };
-        let h = ff(
-            layer_norm(ctx, x, &self.ff1_norm, eps)?,
-            &self.ff1_up,
-            &self.ff1_down,
-        )?;
+        let h = ff(self.ff1_norm.forward(ctx, x)?, &self.ff1_up, &self.ff1_down)?;
         let x = ctx.add(x, ctx.scale(h, 0.5)?)?;
-        let h = self.attention(ctx, cfg, layer_norm(ctx, x, &self.att_norm, eps)?, pos_emb)?;
+        let h = self.attention(ctx, cfg, self.att_norm.forward(ctx, x)?, pos_emb)?;
         let x = ctx.add(x, h)?;
-        let h = self.conv(ctx, cfg, layer_norm(ctx, x, &self.conv_norm_in, eps)?)?;
+        let h = self.conv(ctx, cfg, self.conv_norm_in.forward(ctx, x)?)?;
         let x = ctx.add(x, h)?;
-        let h = ff(
-            layer_norm(ctx, x, &self.ff2_norm, eps)?,
-            &self.ff2_up,
-            &self.ff2_down,
-        )?;
+        let h = ff(self.ff2_norm.forward(ctx, x)?, &self.ff2_up, &self.ff2_down)?;
         let x = ctx.add(x, ctx.scale(h, 0.5)?)?;
-        layer_norm(ctx, x, &self.out_norm, eps)
+        Ok(self.out_norm.forward(ctx, x)?)
     }
 
-    fn attention(
+    fn attention<'a>(
         &self,
         ctx: &'a Context,
         cfg: &EncoderConfig,
@@ -187,11 +125,11 @@ impl<'a> ConformerLayer<'a> {
         let by_head = |y: Tensor<'a>| -> EncodeResult<Tensor<'a>> {
             Ok(ctx.cont(ctx.permute(y, [0, 2, 1, 3])?)?)
         };
-        let q = heads(linear(ctx, x, &self.q)?)?;
-        let q_u = by_head(ctx.add(q, self.pos_bias_u)?)?;
-        let q_v = by_head(ctx.add(q, self.pos_bias_v)?)?;
-        let k = by_head(heads(linear(ctx, x, &self.k)?)?)?;
-        let p = by_head(heads(linear(ctx, pos_emb, &self.pos)?)?)?; // [dk, 2T-1, H]
+        let q = heads(self.q.forward(ctx, x)?)?;
+        let q_u = by_head(ctx.add(q, ctx.param(&self.pos_bias_u))?)?;
+        let q_v = by_head(ctx.add(q, ctx.param(&self.pos_bias_v))?)?;
+        let k = by_head(heads(self.k.forward(ctx, x)?)?)?;
+        let p = by_head(heads(self.pos.forward(ctx, pos_emb)?)?)?; // [dk, 2T-1, H]
 
         // content term: [T_k, T_q, H]
         let ac = ctx.mul_mat(k, q_u)?;
@@ -206,22 +144,22 @@ impl<'a> ConformerLayer<'a> {
         let attn = ctx.soft_max_ext(scores, None, 1.0 / (dk as f32).sqrt(), 0.0)?;
 
         // V as [T, dk, H] so the product runs over the keys
-        let v = heads(linear(ctx, x, &self.v)?)?;
+        let v = heads(self.v.forward(ctx, x)?)?;
         let v = ctx.cont(ctx.permute(v, [1, 2, 0, 3])?)?;
         let o = ctx.mul_mat(v, attn)?; // [dk, T, H]
         let o = ctx.cont(ctx.permute(o, [0, 2, 1, 3])?)?; // [dk, H, T]
         let o = ctx.reshape_2d(o, dk * h, t)?;
-        linear(ctx, o, &self.o)
+        Ok(self.o.forward(ctx, o)?)
     }
 
-    fn conv(
+    fn conv<'a>(
         &self,
         ctx: &'a Context,
         cfg: &EncoderConfig,
         x: Tensor<'a>,
     ) -> EncodeResult<Tensor<'a>> {
         let d = cfg.d_model as i64;
-        let y = linear(ctx, x, &self.pw1)?; // [2d, T]
+        let y = self.pw1.forward(ctx, x)?; // [2d, T]
         let t = y.ne()[1];
         let nb1 = y.nb()[1];
         // GLU over channels: first half * sigmoid(second half)
@@ -234,25 +172,14 @@ impl<'a> ConformerLayer<'a> {
         let y = ctx.cont(ctx.transpose(y)?)?; // [T, d]
         let y = ctx.pad_ext(y, [(half, half), (0, 0), (0, 0), (0, 0)])?;
         let y = ctx.reshape_3d(y, t + 2 * half, d, 1)?;
-        let y = ctx.ssm_conv(y, self.dw.w)?; // [d, T, 1]
+        let y = ctx.ssm_conv(y, ctx.param(&self.dw.0))?; // [d, T, 1]
         let y = ctx.reshape_2d(y, d, t)?;
-        let y = linear_bias(ctx, y, self.dw.b)?;
+        let y = ctx.add(y, ctx.param(&self.dw.1))?;
         // folded BatchNorm
-        let y = ctx.add(ctx.mul(y, self.bn.w)?, self.bn.b)?;
+        let y = ctx.add(ctx.mul(y, ctx.param(&self.bn.0))?, ctx.param(&self.bn.1))?;
         let y = ctx.silu(y)?;
-        linear(ctx, y, &self.pw2)
+        Ok(self.pw2.forward(ctx, y)?)
     }
-}
-
-fn linear_bias<'a>(
-    ctx: &'a Context,
-    y: Tensor<'a>,
-    b: Option<Tensor<'a>>,
-) -> EncodeResult<Tensor<'a>> {
-    Ok(match b {
-        Some(b) => ctx.add(y, b)?,
-        None => y,
-    })
 }
 
 /// The relative positional embeddings for `t` frames as NeMo's `RelPositionalEncoding` makes

@@ -8,8 +8,9 @@
 //! with a single unpadded utterance (no attention or time masks apply) and
 //! `xscaling = false`, as llama.cpp's `lfm2a` graph does.
 //!
-//! Graphs are built per call on a metadata-only context and allocated on the given backend with
-//! a [`GraphAllocator`]; nothing here assumes the CPU.
+//! The layers are bound once at load (typed blocks holding [`Param`](crate::ggml::Param)s); each
+//! call builds its graph on a metadata-only context and allocates it on the given backend with a
+//! [`GraphAllocator`]; nothing here assumes the CPU.
 
 pub mod adapter;
 pub mod config;
@@ -18,7 +19,7 @@ pub mod subsampling;
 
 use crate::ggml::{Backend, Context, GgmlError, GgmlType, GraphAllocator, Tensor};
 use crate::lfm2_audio::load_error::LoadError;
-use crate::lfm2_audio::weights::{WeightFile, Weights};
+use crate::lfm2_audio::weights::WeightFile;
 
 pub use config::EncoderConfig;
 
@@ -61,29 +62,32 @@ pub struct EncoderOutput {
     pub out_dim: usize,
 }
 
-/// All weights of the encoder, resolved and checked.
-struct Model<'a> {
-    sub: Subsampling<'a>,
-    layers: Vec<ConformerLayer<'a>>,
-    adapter: Adapter<'a>,
+/// All weights of the encoder, bound and checked.
+#[derive(Debug)]
+struct Model {
+    sub: Subsampling,
+    layers: Vec<ConformerLayer>,
+    adapter: Adapter,
 }
 
-impl<'a> Model<'a> {
-    fn load(w: &Weights<'a>, cfg: &EncoderConfig) -> Result<Model<'a>, LoadError> {
+impl Model {
+    fn load(w: &WeightFile, cfg: &EncoderConfig) -> Result<Model, LoadError> {
+        let vb = w.vb();
         Ok(Model {
-            sub: Subsampling::load(w, cfg)?,
+            sub: Subsampling::load(&vb, cfg)?,
             layers: (0..cfg.n_layers)
-                .map(|il| ConformerLayer::load(w, cfg, il))
+                .map(|il| ConformerLayer::load(&vb, cfg, il))
                 .collect::<Result<_, _>>()?,
-            adapter: Adapter::load(w, cfg)?,
+            adapter: Adapter::load(&vb, cfg)?,
         })
     }
 }
 
-/// The FastConformer encoder + adapter of an mmproj file.
+/// The FastConformer encoder + adapter of an mmproj file: immutable, shareable.
 pub struct AudioEncoder {
     weights: WeightFile,
     config: EncoderConfig,
+    model: Model,
 }
 
 impl std::fmt::Debug for AudioEncoder {
@@ -100,8 +104,12 @@ impl AudioEncoder {
     /// use (name, shape, type); errors name the file and the key or tensor.
     pub fn load(weights: WeightFile) -> Result<AudioEncoder, LoadError> {
         let config = EncoderConfig::from_weights(&weights)?;
-        Model::load(&weights.view(), &config)?;
-        Ok(AudioEncoder { weights, config })
+        let model = Model::load(&weights, &config)?;
+        Ok(AudioEncoder {
+            weights,
+            config,
+            model,
+        })
     }
 
     /// The encoder's configuration.
@@ -144,12 +152,11 @@ impl AudioEncoder {
         }
         let t_out = cfg.output_frames(n_frames);
 
-        let view = self.weights.view();
-        let model = Model::load(&view, cfg)?;
         // why these sizes: ~80 nodes per layer plus the subsampling and adapter; every node is
         // one tensor object in the metadata context.
         let graph_size = 128 * cfg.n_layers + 256;
         let ctx = Context::metadata_with_graph(2 * graph_size, graph_size)?;
+        let model = &self.model;
         let mel_in = ctx.new_tensor_2d(GgmlType::F32, n_mels as i64, n_frames as i64)?;
         mel_in.set_input();
         let n_pos = 2 * t_out - 1;
@@ -166,7 +173,7 @@ impl AudioEncoder {
             x = layer.build(&ctx, cfg, x, pos_in)?;
         }
         let conformer_out = x;
-        let adapter_out = model.adapter.build(&ctx, x, cfg.eps)?;
+        let adapter_out = model.adapter.build(&ctx, x)?;
         conformer_out.set_output();
         adapter_out.set_output();
 

@@ -185,6 +185,7 @@ pub fn learn(vocab_size: usize) -> BpeVocab {
     }
 
     let mut merges = Vec::new();
+    let mut grow = Grow::default();
     while tokens.len() < vocab_size {
         let mut counts: BTreeMap<(&str, &str), u64> = BTreeMap::new();
         for (syms, n) in words.values() {
@@ -207,8 +208,14 @@ pub fn learn(vocab_size: usize) -> BpeVocab {
             let m = format!("{a}{b}");
             if known.insert(m.clone()) {
                 tokens.push(m);
+                merges.push((a, b));
+            } else {
+                // why: only large vocabularies (a full-size synthetic model's 65536) exhaust the
+                // two-letter tokens; the small ones never get here, so their bytes are unchanged.
+                let (l, r) = grow.next(&alphabet, &mut known);
+                tokens.push(format!("{l}{r}"));
+                merges.push((l, r));
             }
-            merges.push((a, b));
             continue;
         };
         let (l, r) = (l.to_string(), r.to_string());
@@ -233,6 +240,43 @@ pub fn learn(vocab_size: usize) -> BpeVocab {
         merges.push((l, r));
     }
     BpeVocab { tokens, merges }
+}
+
+/// Padding tokens past the two-letter ones: every known lowercase token of two or more letters,
+/// in sorted order, extended by each letter `a..z` in turn (breadth first, so tokens stay short).
+#[derive(Default)]
+struct Grow {
+    queue: std::collections::VecDeque<String>,
+    letter: usize,
+    started: bool,
+}
+
+impl Grow {
+    /// The next merge `(base, letter)` whose result is not known yet; records the result.
+    fn next(&mut self, alphabet: &[char; 256], known: &mut BTreeSet<String>) -> (String, String) {
+        if !self.started {
+            self.started = true;
+            self.queue = known
+                .iter()
+                .filter(|t| t.len() >= 2 && t.bytes().all(|b| b.is_ascii_lowercase()))
+                .cloned()
+                .collect();
+        }
+        loop {
+            let base = self.queue.front().expect("the queue only grows").clone();
+            let letter = alphabet[usize::from(b'a') + self.letter].to_string();
+            self.letter += 1;
+            if self.letter == 26 {
+                self.letter = 0;
+                self.queue.pop_front();
+            }
+            let m = format!("{base}{letter}");
+            if known.insert(m.clone()) {
+                self.queue.push_back(m);
+                return (base, letter);
+            }
+        }
+    }
 }
 
 /// `tokenizer.json` for `vocab`.
@@ -367,6 +411,18 @@ mod tests {
         assert_eq!(a[b'A' as usize], 'A');
         assert_eq!(a[b' ' as usize], '\u{120}');
         assert_eq!(a[b'\n' as usize], '\u{10A}');
+    }
+
+    #[test]
+    fn large_vocabularies_are_padded_with_unique_tokens() {
+        let v = learn(65_536);
+        let ids: BTreeSet<&str> = v.tokens.iter().map(String::as_str).collect();
+        assert_eq!((v.tokens.len(), ids.len()), (65_536, 65_536));
+        for (l, r) in &v.merges {
+            assert!(ids.contains(l.as_str()) && ids.contains(r.as_str()));
+            assert!(ids.contains(format!("{l}{r}").as_str()));
+        }
+        assert!(v.tokens.iter().all(|t| t.len() <= 24));
     }
 
     #[test]

@@ -1,0 +1,242 @@
+//! Sessions on one loaded model compute at the same time: four sessions, one ggml thread each,
+//! on four threads at once (ASR, TTS, a three-turn S2S conversation carrying its history as
+//! artifacts with `return_codes`, and a two-turn conversation whose second turn streams), and
+//! every result is byte-identical to the same requests run alone in a fresh session. No run
+//! looks a weight up by name: every layer holds its weights from load on.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Barrier};
+use std::time::Instant;
+
+use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
+use audio_engine::lfm2_audio::convert::OutType;
+use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::{
+    AsrOptions, Lfm2Audio, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TtsOptions,
+    Voice,
+};
+
+use common::lfm2_tiny::input_signal;
+use common::package::engine;
+
+/// A deterministic 16 kHz question (an integer waveform, different per `i`).
+fn question(i: usize) -> Vec<u8> {
+    let n = 24_000 + 8_000 * i;
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for t in 0..n {
+        let v = ((t * (7 + 3 * i)) % 400) as i32 - 200;
+        w.write_sample((v * 60) as i16).unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+/// Everything a job produced, as bytes to compare.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Output {
+    items: Vec<(String, Vec<u8>)>,
+}
+
+impl Output {
+    fn put(&mut self, key: impl Into<String>, bytes: Vec<u8>) {
+        self.items.push((key.into(), bytes));
+    }
+
+    fn f32s(&mut self, key: impl Into<String>, v: &[f32]) {
+        self.put(
+            key,
+            v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect(),
+        );
+    }
+
+    fn reply(&mut self, key: &str, r: &audio_engine::lfm2_audio::ReplyResult) {
+        self.put(format!("{key}.text"), r.text.clone().into_bytes());
+        self.put(
+            format!("{key}.steps"),
+            format!("{:?}", r.steps).into_bytes(),
+        );
+        self.f32s(format!("{key}.audio"), &r.audio);
+        self.put(format!("{key}.ended"), vec![u8::from(r.ended)]);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Job {
+    Asr,
+    Tts,
+    /// A conversation of `turns` turns on questions `first..`; the last turn streams when asked.
+    Chat {
+        first: usize,
+        turns: usize,
+        stream_last: bool,
+    },
+}
+
+fn session(e: &Lfm2Audio) -> Session {
+    Session::new(
+        e.clone(),
+        SessionOptions {
+            n_threads: Some(1),
+            ..Default::default()
+        },
+    )
+}
+
+fn run(e: &Lfm2Audio, job: Job) -> Output {
+    let mut out = Output::default();
+    let mut s = session(e);
+    match job {
+        Job::Asr => {
+            let r = s
+                .asr(
+                    &input_signal(),
+                    &AsrOptions {
+                        max_new_tokens: 48,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
+            out.put("tokens", format!("{:?}", r.tokens).into_bytes());
+            out.put("text", r.text.into_bytes());
+        }
+        Job::Tts => {
+            let opts = TtsOptions {
+                max_new_tokens: 64,
+                voice: Voice::UkFemale,
+                audio: SamplerConfig::tts_audio(3),
+                ..Default::default()
+            };
+            let r = s.tts("Two sessions, one model.", &opts).unwrap();
+            out.reply("tts", &r);
+        }
+        Job::Chat {
+            first,
+            turns,
+            stream_last,
+        } => {
+            let mut history: Vec<Artifact> = Vec::new();
+            for t in 0..turns {
+                let q = first + t;
+                let mut options = BTreeMap::new();
+                options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
+                let req = S2sRequest {
+                    question: question(q),
+                    history: history.clone(),
+                    options,
+                    s2s: S2sOptions {
+                        max_new_tokens: 120,
+                        text: SamplerConfig::GREEDY,
+                        audio: SamplerConfig::s2s_audio(7 + q as u64),
+                        ..Default::default()
+                    },
+                };
+                let turn = if stream_last && t + 1 == turns {
+                    let mut stream = s.s2s_stream(&req).unwrap();
+                    let mut audio = Vec::new();
+                    while let Some(ev) = stream.next_event() {
+                        if let ReplyEvent::Audio(a) = ev {
+                            audio.extend(a);
+                        }
+                    }
+                    let (back, turn) = stream.wait().unwrap();
+                    s = back;
+                    let turn = turn.unwrap();
+                    out.f32s(format!("turn{t}.events.audio"), &audio);
+                    turn
+                } else {
+                    s.s2s(&req).unwrap()
+                };
+                out.reply(&format!("turn{t}"), &turn.reply);
+                let art = turn.artifact.unwrap();
+                out.put(format!("turn{t}.artifact.payload"), art.payload.clone());
+                out.put(
+                    format!("turn{t}.artifact.meta"),
+                    serde_json::to_string(&art.meta).unwrap().into_bytes(),
+                );
+                history.push(Artifact {
+                    id: QUESTION_ID.to_owned(),
+                    kind: ArtifactKind::Custom,
+                    payload: question(q),
+                    meta: BTreeMap::new(),
+                });
+                history.push(art);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
+    let e = engine(OutType::F32);
+    let lookups = audio_engine::ggml::weights::name_lookups();
+    let jobs = [
+        Job::Asr,
+        Job::Tts,
+        Job::Chat {
+            first: 0,
+            turns: 3,
+            stream_last: false,
+        },
+        Job::Chat {
+            first: 4,
+            turns: 2,
+            stream_last: true,
+        },
+    ];
+    // Alone, one after the other, each in a fresh session.
+    let t0 = Instant::now();
+    let alone: Vec<Output> = jobs.iter().map(|&j| run(&e, j)).collect();
+    let sequential = t0.elapsed();
+
+    // At once: four threads released together, one session each, on the same model.
+    let barrier = Arc::new(Barrier::new(jobs.len()));
+    let t0 = Instant::now();
+    let together: Vec<(Output, Instant, Instant)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|&job| {
+                let (e, barrier) = (e.clone(), barrier.clone());
+                sc.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    let out = run(&e, job);
+                    (out, start, Instant::now())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let concurrent = t0.elapsed();
+    for ((job, a), (b, _, _)) in jobs.iter().zip(&alone).zip(&together) {
+        assert_eq!(a.items.len(), b.items.len(), "{job:?}");
+        for ((ka, va), (kb, vb)) in a.items.iter().zip(&b.items) {
+            assert_eq!(ka, kb);
+            assert!(va == vb, "{job:?}: {ka} differs when run beside the others");
+        }
+    }
+    assert_eq!(
+        audio_engine::ggml::weights::name_lookups(),
+        lookups,
+        "a forward pass looked a weight up by name"
+    );
+    // The jobs really ran at the same time: every one started before any finished.
+    let last_start = together.iter().map(|t| t.1).max().unwrap();
+    let first_end = together.iter().map(|t| t.2).min().unwrap();
+    assert!(last_start < first_end, "the jobs did not overlap");
+    println!(
+        "4 jobs alone one after the other: {:.2} s; four sessions at once: {:.2} s ({:.2}x)",
+        sequential.as_secs_f64(),
+        concurrent.as_secs_f64(),
+        concurrent.as_secs_f64() / sequential.as_secs_f64()
+    );
+}

@@ -1,0 +1,338 @@
+//! Sessions side by side on one model: two speech-to-speech requests run by two sessions (one
+//! ggml thread each) at the same time, against the same two requests one after the other, on
+//! the built-in demo package and (with `--full`) on a full-size synthetic package (the published
+//! LFM2-Audio dimensions, random weights). Prints the wall-time ratio (side by side / one after
+//! the other; 0.5 would be perfect scaling on two cores) and the memory an extra session takes
+//! (peak RSS growth: its caches and graph memory, not a copy of the weights).
+//!
+//! ```text
+//! cargo run --release --example sessions_bench -- [--full] [--quant Q4_0] [--rounds N]
+//!                                                 [--steps N] [--full-dir DIR]
+//! ```
+//! The full-size package is generated deterministically (seed 11) the first time and cached in
+//! `--full-dir` (default `$TMPDIR/lfm2-audio-full-synthetic-11-<quant>`); writing it takes
+//! minutes and about 7 GB of memory and 7 GB of disk for the intermediate F32 checkpoint.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
+use audio_engine::lfm2_audio::demo::{default_demo_dir, ensure_demo_package};
+use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::synthetic::{write_checkpoint, TinyConfig, DEFAULT_SEED};
+use audio_engine::lfm2_audio::{
+    Lfm2Audio, ModelOptions, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
+};
+
+/// The published LFM2-Audio (LFM2.5-Audio-1.5B) dimensions (see LFM2-AUDIO-FACTS.md and
+/// lfm2-audio-hf-state-dict.txt).
+fn full_config() -> TinyConfig {
+    TinyConfig {
+        n_mels: 128,
+        enc_d_model: 512,
+        enc_layers: 17,
+        enc_heads: 8,
+        enc_ff_expansion: 4,
+        enc_conv_kernel: 9,
+        enc_subsampling_channels: 256,
+        vocab_size: 65_536,
+        hidden: 2048,
+        n_layers: 16,
+        attn_layers: vec![2, 5, 8, 10, 12, 14],
+        n_heads: 32,
+        n_kv_heads: 8,
+        // LFM2's block_auto_adjust_ff_dim turns 12288 into the FFN width 8192.
+        intermediate_size: 12_288,
+        conv_l_cache: 3,
+        rope_theta: 1_000_000.0,
+        norm_eps: 1e-5,
+        codebooks: 8,
+        audio_vocab: 2049,
+        depth_layers: 6,
+        depth_dim: 1024,
+        interleaved_n_text: 6,
+        interleaved_n_audio: 12,
+        detok_hidden: 512,
+        detok_layers: 4,
+        detok_attn_layers: vec![2],
+        detok_heads: 8,
+        detok_kv_heads: 8,
+        detok_ff: 2048,
+        detok_vocab: 65_536,
+        detok_sliding_window: 30,
+        detok_rope_theta: 1_000_000.0,
+        n_fft: 1280,
+    }
+}
+
+struct Quiet;
+impl Progress for Quiet {
+    fn tensor(&mut self, _: &Path, _: &str, _: usize, _: usize) {}
+}
+
+const FULL_MODEL: &str = "LFM2-Audio-Synthetic-Full";
+
+/// The full-size package in `dir`, written (checkpoint, then conversion to `quant`) if absent.
+fn ensure_full_package(dir: &Path, quant: OutType) -> Result<PackagePaths> {
+    let paths = PackagePaths::new(dir, FULL_MODEL, quant);
+    let all = [
+        &paths.backbone,
+        &paths.mmproj,
+        &paths.vocoder,
+        &paths.tokenizer,
+    ];
+    if all.iter().all(|p| p.is_file()) {
+        return Ok(paths);
+    }
+    let t0 = Instant::now();
+    let ckpt = dir.join("checkpoint");
+    std::fs::create_dir_all(&ckpt)?;
+    eprintln!("writing the full-size checkpoint to {} ...", ckpt.display());
+    write_checkpoint(&ckpt, &full_config(), DEFAULT_SEED).context("full-size checkpoint")?;
+    eprintln!(
+        "  {:.0} s; converting to {quant:?} ...",
+        t0.elapsed().as_secs_f64()
+    );
+    let p = convert(&ckpt, dir, FULL_MODEL, quant, &mut Quiet).context("conversion")?;
+    std::fs::remove_dir_all(&ckpt)?;
+    eprintln!("  package ready after {:.0} s", t0.elapsed().as_secs_f64());
+    Ok(p)
+}
+
+/// A 16 kHz mono WAV: a deterministic integer waveform, different per `i` (about 1.5-2 s).
+fn question(i: usize) -> Vec<u8> {
+    let n = 24_000 + 8_000 * i;
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 16_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).expect("in-memory WAV");
+    for t in 0..n {
+        let v = ((t * (7 + 3 * i)) % 400) as i32 - 200;
+        w.write_sample((v * 60) as i16).expect("in-memory WAV");
+    }
+    w.finalize().expect("in-memory WAV");
+    out.into_inner()
+}
+
+fn request(i: usize, steps: usize) -> S2sRequest {
+    S2sRequest {
+        question: question(i),
+        s2s: S2sOptions {
+            max_new_tokens: steps,
+            text: SamplerConfig::GREEDY,
+            audio: SamplerConfig::s2s_audio(7 + i as u64),
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn session(model: &Lfm2Audio) -> Session {
+    Session::new(
+        model.clone(),
+        SessionOptions {
+            n_threads: Some(1),
+            ..Default::default()
+        },
+    )
+}
+
+/// `VmRSS` or `VmHWM` of this process in bytes (Linux).
+fn status_kb(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Resets the peak RSS to the current RSS (Linux `clear_refs` 5).
+fn reset_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / (1024.0 * 1024.0)
+}
+
+/// Runs the requests one after the other, each in a fresh session.
+fn one_after_the_other(
+    model: &Lfm2Audio,
+    reqs: &[S2sRequest],
+) -> Result<(Duration, Vec<TurnResult>)> {
+    let t0 = Instant::now();
+    let mut out = Vec::new();
+    for r in reqs {
+        out.push(session(model).s2s(r)?);
+    }
+    Ok((t0.elapsed(), out))
+}
+
+/// Runs the requests side by side, one fresh session each on its own thread.
+fn side_by_side(model: &Lfm2Audio, reqs: &[S2sRequest]) -> Result<(Duration, Vec<TurnResult>)> {
+    let barrier = Arc::new(Barrier::new(reqs.len() + 1));
+    let results = std::thread::scope(|sc| {
+        let handles: Vec<_> = reqs
+            .iter()
+            .map(|r| {
+                let (model, barrier) = (model.clone(), barrier.clone());
+                sc.spawn(move || {
+                    let mut s = session(&model);
+                    barrier.wait();
+                    s.s2s(r)
+                })
+            })
+            .collect();
+        barrier.wait();
+        let t0 = Instant::now();
+        let out: Vec<_> = handles
+            .into_iter()
+            .map(|h| h.join().expect("worker"))
+            .collect();
+        (t0.elapsed(), out)
+    });
+    let (t, out) = results;
+    Ok((t, out.into_iter().collect::<Result<Vec<_>, _>>()?))
+}
+
+fn same(a: &[TurnResult], b: &[TurnResult]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            x.reply.steps == y.reply.steps
+                && x.reply.text == y.reply.text
+                && x.reply.audio.len() == y.reply.audio.len()
+                && x.reply
+                    .audio
+                    .iter()
+                    .zip(&y.reply.audio)
+                    .all(|(p, q)| p.to_bits() == q.to_bits())
+        })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Result<()> {
+    let rss0 = status_kb("VmRSS:").unwrap_or(0);
+    let model = Lfm2Audio::from_package(
+        ModelPackage::open_paths(paths)?,
+        ModelOptions {
+            n_threads: 1,
+            ..Default::default()
+        },
+    )?;
+    let rss_model = status_kb("VmRSS:").unwrap_or(0);
+    let reqs = [request(0, steps), request(1, steps)];
+    // Warm-up (and the reference outputs).
+    let (_, want) = one_after_the_other(&model, &reqs)?;
+    let steps_done: Vec<usize> = want.iter().map(|t| t.reply.steps.len()).collect();
+
+    // Memory: peak RSS growth while one session runs, then while two run side by side.
+    let base = status_kb("VmRSS:").unwrap_or(0);
+    reset_peak();
+    session(&model).s2s(&reqs[0])?;
+    let one = status_kb("VmHWM:").unwrap_or(0).saturating_sub(base);
+    let base2 = status_kb("VmRSS:").unwrap_or(0);
+    reset_peak();
+    side_by_side(&model, &reqs)?;
+    let two = status_kb("VmHWM:").unwrap_or(0).saturating_sub(base2);
+
+    let (mut seq, mut par, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        // why: alternate which runs first, so drift in the machine's load hits both alike.
+        let (s, p) = if r % 2 == 0 {
+            let s = one_after_the_other(&model, &reqs)?;
+            (s, side_by_side(&model, &reqs)?)
+        } else {
+            let p = side_by_side(&model, &reqs)?;
+            (one_after_the_other(&model, &reqs)?, p)
+        };
+        if !same(&s.1, &want) || !same(&p.1, &want) {
+            bail!("{label}: outputs differ between runs");
+        }
+        let (s, p) = (s.0.as_secs_f64(), p.0.as_secs_f64());
+        println!(
+            "{label} round {}: one after the other {s:.3} s, side by side {p:.3} s, ratio {:.3}",
+            r + 1,
+            p / s
+        );
+        seq.push(s);
+        par.push(p);
+        ratios.push(p / s);
+    }
+    println!(
+        "{label}: {} + {} steps per request pair; model {:.1} MiB RSS; median of {rounds} rounds: \
+         one after the other {:.3} s, side by side {:.3} s, ratio {:.3}; peak RSS growth: one \
+         session {:.1} MiB, two side by side {:.1} MiB, so {:.1} MiB per extra session",
+        steps_done[0],
+        steps_done[1],
+        mib(rss_model.saturating_sub(rss0)),
+        median(seq),
+        median(par),
+        median(ratios),
+        mib(one),
+        mib(two),
+        mib(two.saturating_sub(one)),
+    );
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let (mut full, mut rounds, mut steps) = (false, 3usize, None::<usize>);
+    let mut quant = OutType::Q4_0;
+    let mut full_dir: Option<PathBuf> = None;
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--full" => full = true,
+            "--rounds" => rounds = args.next().context("--rounds N")?.parse()?,
+            "--steps" => steps = Some(args.next().context("--steps N")?.parse()?),
+            "--full-dir" => full_dir = Some(args.next().context("--full-dir DIR")?.into()),
+            "--quant" => {
+                quant = match args
+                    .next()
+                    .context("--quant Q")?
+                    .to_ascii_uppercase()
+                    .as_str()
+                {
+                    "F32" => OutType::F32,
+                    "F16" => OutType::F16,
+                    "Q8_0" => OutType::Q8_0,
+                    "Q4_0" => OutType::Q4_0,
+                    q => bail!("unknown quantization {q}"),
+                }
+            }
+            other => bail!("unknown argument {other}"),
+        }
+    }
+    let demo = ensure_demo_package(&default_demo_dir())?;
+    bench("demo", demo, rounds, steps.unwrap_or(120))?;
+    if full {
+        let dir = full_dir.unwrap_or_else(|| {
+            std::env::temp_dir().join(format!(
+                "lfm2-audio-full-synthetic-{DEFAULT_SEED}-{quant:?}"
+            ))
+        });
+        let paths = ensure_full_package(&dir, quant)?;
+        bench(
+            &format!("full {quant:?}"),
+            paths,
+            rounds,
+            steps.unwrap_or(24),
+        )?;
+    }
+    Ok(())
+}
