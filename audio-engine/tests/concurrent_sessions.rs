@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::convert::OutType;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
     AsrOptions, Lfm2Audio, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TtsOptions,
@@ -177,7 +177,7 @@ fn run(e: &Lfm2Audio, job: Job) -> Output {
 
 #[test]
 fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let lookups = audio_engine::ggml::weights::name_lookups();
     let jobs = [
         Job::Asr,

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use audio_engine::ggml::Backend;
 use audio_engine::lfm2_audio::conversation::artifact::ReplyStep;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::convert::OutType;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::detokenizer::{Detokenizer, DetokenizerOptions};
 use audio_engine::lfm2_audio::package::ModelPackage;
 use audio_engine::lfm2_audio::sampling::SamplerConfig;
@@ -227,7 +227,7 @@ fn random_frames(n: usize, seed: u64) -> Vec<[u32; 8]> {
         .collect()
 }
 
-fn all_outputs(ty: OutType, prefix: &'static str, turns: usize) -> Digests {
+fn all_outputs(ty: Quant, prefix: &'static str, turns: usize) -> Digests {
     let mut d = Digests {
         prefix,
         map: BTreeMap::new(),
@@ -338,15 +338,15 @@ fn all_outputs(ty: OutType, prefix: &'static str, turns: usize) -> Digests {
 
 #[test]
 fn f32_outputs_match_the_golden_digests() {
-    check(all_outputs(OutType::F32, "f32", 3));
+    check(all_outputs(Quant::F32, "f32", 3));
 }
 
 #[test]
 fn q8_0_outputs_match_the_golden_digests() {
-    check(all_outputs(OutType::Q8_0, "q8_0", 2));
+    check(all_outputs(Quant::Q8_0, "q8_0", 2));
 }
 
 #[test]
 fn q4_0_outputs_match_the_golden_digests() {
-    check(all_outputs(OutType::Q4_0, "q4_0", 2));
+    check(all_outputs(Quant::Q4_0, "q4_0", 2));
 }

@@ -13,7 +13,7 @@ mod common;
 use std::io::Cursor;
 
 use audio_engine::lfm2_audio::audio::{decode_wav_bytes, resample, ReadOptions};
-use audio_engine::lfm2_audio::convert::OutType;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::features::log_mel;
 use audio_engine::lfm2_audio::safetensors::{Dtype, SafeTensors};
 use audio_engine::lfm2_audio::{AsrOptions, StopReason};
@@ -178,7 +178,7 @@ fn our_16k(f: &SafeTensors, rate: u32) -> Vec<f32> {
         meta(f, &format!("r{rate}_digest_mono")),
         "{rate} Hz: mono downmix differs from liquid-audio's"
     );
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     let ours = e.read_wav(&wav).unwrap();
     assert_eq!(ours, resample(&mono.samples, rate, 16_000).unwrap());
     ours
@@ -243,7 +243,7 @@ fn resampled_signal_and_features_match_liquid_audio() {
 #[test]
 fn greedy_asr_from_stereo_wav_matches_liquid_audio() {
     let f = fixture();
-    let e = engine(OutType::F32);
+    let e = engine(Quant::F32);
     for rate in RATES {
         let want: Vec<u32> = i64s(&f, &format!("r{rate}_asr_tokens"))
             .iter()
