@@ -227,6 +227,7 @@ impl Model {
             SessionOptions {
                 prefill_slots,
                 kept_questions,
+                ..SessionOptions::default()
             },
         ))
     }

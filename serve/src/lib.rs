@@ -137,6 +137,7 @@ pub fn build_state(settings: Settings, preloaded: Option<Lfm2Audio>) -> anyhow::
     let session_opts = SessionOptions {
         prefill_slots: settings.prefill_slots,
         kept_questions: settings.kept_questions,
+        ..SessionOptions::default()
     };
     let mut entries = Vec::new();
     let mut backend = "cpu".to_owned();
