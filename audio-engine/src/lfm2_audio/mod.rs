@@ -3,8 +3,8 @@
 //! Applications use the names re-exported here: [`Lfm2Audio`] (a loaded model: ASR, TTS, S2S,
 //! offline or streamed), [`Session`] (multi-turn S2S with caches), the options, requests,
 //! results and streams, [`Voice`], the WAV helpers and the errors. With feature `convert`, the
-//! checkpoint converter ([`convert_checkpoint`]); with `testkit`, the built-in demo package
-//! ([`load_demo`]).
+//! checkpoint converter (`convert_checkpoint`); with `testkit`, the built-in demo package
+//! (`load_demo`).
 //!
 //! Nothing here touches raw pointers: every `unsafe` block of the engine lives in
 //! [`crate::ggml`], which states why each is sound.
