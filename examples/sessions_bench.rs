@@ -3,11 +3,14 @@
 //! the built-in demo package and (with `--full`) on a full-size synthetic package (the published
 //! LFM2-Audio dimensions, random weights). Prints the wall-time ratio (side by side / one after
 //! the other; 0.5 would be perfect scaling on two cores) and the memory an extra session takes
-//! (peak RSS growth: its caches and graph memory, not a copy of the weights).
+//! (peak RSS growth: its caches and graph memory, not a copy of the weights). Per phase it also
+//! prints the CPU time the requests' threads used and how long they waited runnable for a core
+//! (`/proc/thread-self/schedstat`): on a shared machine other processes' load shows there, not
+//! as lock waits.
 //!
 //! ```text
-//! cargo run --release --example sessions_bench -- [--full] [--quant Q4_0] [--rounds N]
-//!                                                 [--steps N] [--full-dir DIR]
+//! cargo run --release --example sessions_bench -- [--full] [--no-demo] [--quant Q4_0]
+//!                                                 [--rounds N] [--steps N] [--full-dir DIR]
 //! ```
 //! The full-size package is generated deterministically (seed 11) the first time and cached in
 //! `--full-dir` (default `$TMPDIR/lfm2-audio-full-synthetic-11-<quant>`); writing it takes
@@ -15,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
@@ -24,7 +27,8 @@ use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::synthetic::{write_checkpoint, TinyConfig, DEFAULT_SEED};
 use audio_engine::lfm2_audio::{
-    Lfm2Audio, ModelOptions, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
+    EngineError, Lfm2Audio, ModelOptions, S2sOptions, S2sRequest, Session, SessionOptions,
+    TurnResult,
 };
 
 /// The published LFM2-Audio (LFM2.5-Audio-1.5B) dimensions (see LFM2-AUDIO-FACTS.md and
@@ -161,31 +165,61 @@ fn mib(b: u64) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
 
+/// This thread's CPU time and run-queue wait so far, in seconds (Linux; zeros elsewhere).
+fn sched() -> (f64, f64) {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut f = s
+        .split_whitespace()
+        .map(|v| v.parse::<f64>().unwrap_or(0.0) * 1e-9);
+    (f.next().unwrap_or(0.0), f.next().unwrap_or(0.0))
+}
+
+/// One phase: wall time, the requests' threads' CPU time and run-queue wait, the results.
+struct Phase {
+    wall: f64,
+    cpu: f64,
+    wait: f64,
+    out: Vec<TurnResult>,
+}
+
+/// Runs `r` in a fresh session on this thread, with this thread's CPU time and wait.
+fn timed(model: &Lfm2Audio, r: &S2sRequest) -> (f64, f64, Result<TurnResult, EngineError>) {
+    let mut s = session(model);
+    let (c0, w0) = sched();
+    let out = s.s2s(r);
+    let (c1, w1) = sched();
+    (c1 - c0, w1 - w0, out)
+}
+
 /// Runs the requests one after the other, each in a fresh session.
-fn one_after_the_other(
-    model: &Lfm2Audio,
-    reqs: &[S2sRequest],
-) -> Result<(Duration, Vec<TurnResult>)> {
+fn one_after_the_other(model: &Lfm2Audio, reqs: &[S2sRequest]) -> Result<Phase> {
     let t0 = Instant::now();
-    let mut out = Vec::new();
+    let (mut cpu, mut wait, mut out) = (0.0, 0.0, Vec::new());
     for r in reqs {
-        out.push(session(model).s2s(r)?);
+        let (c, w, o) = timed(model, r);
+        cpu += c;
+        wait += w;
+        out.push(o?);
     }
-    Ok((t0.elapsed(), out))
+    Ok(Phase {
+        wall: t0.elapsed().as_secs_f64(),
+        cpu,
+        wait,
+        out,
+    })
 }
 
 /// Runs the requests side by side, one fresh session each on its own thread.
-fn side_by_side(model: &Lfm2Audio, reqs: &[S2sRequest]) -> Result<(Duration, Vec<TurnResult>)> {
+fn side_by_side(model: &Lfm2Audio, reqs: &[S2sRequest]) -> Result<Phase> {
     let barrier = Arc::new(Barrier::new(reqs.len() + 1));
-    let results = std::thread::scope(|sc| {
+    let (wall, results) = std::thread::scope(|sc| {
         let handles: Vec<_> = reqs
             .iter()
             .map(|r| {
                 let (model, barrier) = (model.clone(), barrier.clone());
                 sc.spawn(move || {
-                    let mut s = session(&model);
                     barrier.wait();
-                    s.s2s(r)
+                    timed(&model, r)
                 })
             })
             .collect();
@@ -195,10 +229,20 @@ fn side_by_side(model: &Lfm2Audio, reqs: &[S2sRequest]) -> Result<(Duration, Vec
             .into_iter()
             .map(|h| h.join().expect("worker"))
             .collect();
-        (t0.elapsed(), out)
+        (t0.elapsed().as_secs_f64(), out)
     });
-    let (t, out) = results;
-    Ok((t, out.into_iter().collect::<Result<Vec<_>, _>>()?))
+    let (mut cpu, mut wait, mut out) = (0.0, 0.0, Vec::new());
+    for (c, w, o) in results {
+        cpu += c;
+        wait += w;
+        out.push(o?);
+    }
+    Ok(Phase {
+        wall,
+        cpu,
+        wait,
+        out,
+    })
 }
 
 fn same(a: &[TurnResult], b: &[TurnResult]) -> bool {
@@ -237,7 +281,7 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
     let rss_model = status_kb("VmRSS:").unwrap_or(0);
     let reqs = [request(0, steps), request(1, steps)];
     // Warm-up (and the reference outputs).
-    let (_, want) = one_after_the_other(&model, &reqs)?;
+    let want = one_after_the_other(&model, &reqs)?.out;
     let steps_done: Vec<usize> = want.iter().map(|t| t.reply.steps.len()).collect();
 
     // Memory: peak RSS growth while one session runs, then while two run side by side.
@@ -251,6 +295,7 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
     let two = status_kb("VmHWM:").unwrap_or(0).saturating_sub(base2);
 
     let (mut seq, mut par, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut cpu_ratios, mut waits) = (Vec::new(), Vec::new());
     for r in 0..rounds {
         // why: alternate which runs first, so drift in the machine's load hits both alike.
         let (s, p) = if r % 2 == 0 {
@@ -260,23 +305,33 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
             let p = side_by_side(&model, &reqs)?;
             (one_after_the_other(&model, &reqs)?, p)
         };
-        if !same(&s.1, &want) || !same(&p.1, &want) {
+        if !same(&s.out, &want) || !same(&p.out, &want) {
             bail!("{label}: outputs differ between runs");
         }
-        let (s, p) = (s.0.as_secs_f64(), p.0.as_secs_f64());
         println!(
-            "{label} round {}: one after the other {s:.3} s, side by side {p:.3} s, ratio {:.3}",
+            "{label} round {}: one after the other {:.3} s (cpu {:.3} s, waited for a core \
+             {:.3} s), side by side {:.3} s (cpu {:.3} s, waited {:.3} s), ratio {:.3}",
             r + 1,
-            p / s
+            s.wall,
+            s.cpu,
+            s.wait,
+            p.wall,
+            p.cpu,
+            p.wait,
+            p.wall / s.wall
         );
-        seq.push(s);
-        par.push(p);
-        ratios.push(p / s);
+        seq.push(s.wall);
+        par.push(p.wall);
+        ratios.push(p.wall / s.wall);
+        cpu_ratios.push(p.cpu / s.cpu);
+        waits.push((p.wait + s.wait) / (p.wall + s.wall));
     }
     println!(
         "{label}: {} + {} steps per request pair; model {:.1} MiB RSS; median of {rounds} rounds: \
          one after the other {:.3} s, side by side {:.3} s, ratio {:.3}; peak RSS growth: one \
-         session {:.1} MiB, two side by side {:.1} MiB, so {:.1} MiB per extra session",
+         session {:.1} MiB, two side by side {:.1} MiB, so {:.1} MiB per extra session; cpu \
+         time side by side / one after the other {:.3}; the threads waited for a core {:.0}% of \
+         the wall time",
         steps_done[0],
         steps_done[1],
         mib(rss_model.saturating_sub(rss0)),
@@ -286,6 +341,8 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
         mib(one),
         mib(two),
         mib(two.saturating_sub(one)),
+        median(cpu_ratios),
+        100.0 * median(waits),
     );
     Ok(())
 }
@@ -295,9 +352,11 @@ fn main() -> Result<()> {
     let (mut full, mut rounds, mut steps) = (false, 3usize, None::<usize>);
     let mut quant = OutType::Q4_0;
     let mut full_dir: Option<PathBuf> = None;
+    let mut demo = true;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--full" => full = true,
+            "--no-demo" => demo = false,
             "--rounds" => rounds = args.next().context("--rounds N")?.parse()?,
             "--steps" => steps = Some(args.next().context("--steps N")?.parse()?),
             "--full-dir" => full_dir = Some(args.next().context("--full-dir DIR")?.into()),
@@ -318,8 +377,13 @@ fn main() -> Result<()> {
             other => bail!("unknown argument {other}"),
         }
     }
-    let demo = ensure_demo_package(&default_demo_dir())?;
-    bench("demo", demo, rounds, steps.unwrap_or(120))?;
+    if rounds == 0 {
+        bail!("--rounds must be positive");
+    }
+    if demo {
+        let paths = ensure_demo_package(&default_demo_dir())?;
+        bench("demo", paths, rounds, steps.unwrap_or(300))?;
+    }
     if full {
         let dir = full_dir.unwrap_or_else(|| {
             std::env::temp_dir().join(format!(

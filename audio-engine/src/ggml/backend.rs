@@ -330,6 +330,7 @@ impl Backend {
 
     fn validate(&self, graph: &Graph<'_>) -> Result<()> {
         let raw = self.lock();
+        let ctx = graph.context();
         for t in graph.tensors() {
             let hdr = t.header();
             if hdr.data.is_null() {
@@ -374,7 +375,11 @@ impl Backend {
                     | sys::GGML_OP_PERMUTE
                     | sys::GGML_OP_TRANSPOSE
             );
-            if !aliases && super::weights::is_read_only(t.as_ptr()) {
+            // why: a node whose data is its graph context's own cannot be a weight; only the few
+            // writing into other contexts' memory (caches, weights) need the registry.
+            let own = |p: *mut sys::ggml_tensor| p.is_null() || ctx.owns_ptr(p);
+            let foreign = !own(t.as_ptr()) || !own(hdr.view_src);
+            if !aliases && foreign && super::weights::is_read_only(t.as_ptr()) {
                 return Err(GgmlError::ReadOnly { tensor: t.name() });
             }
             // SAFETY: as in `supports_op`.

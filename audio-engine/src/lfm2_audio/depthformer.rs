@@ -50,7 +50,9 @@ use crate::ggml::{
 };
 
 use super::load_error::LoadError;
-use super::nn::{Attention, AttentionInputs, KvRows, Linear, QkvProjection, RmsNorm, SwiGlu};
+use super::nn::{
+    input, Attention, AttentionInputs, KvRows, Linear, QkvProjection, RmsNorm, SwiGlu,
+};
 use super::package::Vocoder;
 use super::sampling::{AudioSampler, SampleError};
 use super::vocoder_config::{VocoderConfig, DEPTH_LINEAR, DEPTH_LINEAR_BIAS};
@@ -581,12 +583,6 @@ impl<'a> Runner<'a> {
         }
         Ok(out)
     }
-}
-
-fn input<'a>(t: Tensor<'a>, name: &str) -> R<Tensor<'a>> {
-    t.set_name(name)?;
-    t.set_input();
-    Ok(t)
 }
 
 /// Builds and allocates the graph of step `i` in the scratch's context `i`.

@@ -20,6 +20,13 @@ type L<T> = Result<T, LoadError>;
 /// Bytes of one F32 element.
 const F32: usize = std::mem::size_of::<f32>();
 
+/// Names `t` and marks it a graph input (filled after the graph is allocated).
+pub fn input<'a>(t: Tensor<'a>, name: &str) -> G<Tensor<'a>> {
+    t.set_name(name)?;
+    t.set_input();
+    Ok(t)
+}
+
 /// `y = W x (+ b)`: `weight` `[n_in, n_out]` (ggml order), optional `bias` `[n_out]`.
 #[derive(Debug, Clone)]
 pub struct Linear {

@@ -5,7 +5,7 @@
 use crate::ggml::{Context, GgmlType, Tensor};
 
 use super::super::backbone_config::{LayerKind, Mixer};
-use super::super::nn::{AttentionInputs, KvRows};
+use super::super::nn::{input, AttentionInputs, KvRows};
 use super::cache::{DecodeCache, LayerSlot};
 use super::{Backbone, BackboneError, ForwardOutput, Position, Rows};
 
@@ -113,12 +113,6 @@ struct InputTensors<'a> {
     order: Option<Tensor<'a>>,
     pos: Tensor<'a>,
     mask: Option<Tensor<'a>>,
-}
-
-fn input<'a>(t: Tensor<'a>, name: &str) -> R<Tensor<'a>> {
-    t.set_name(name)?;
-    t.set_input();
-    Ok(t)
 }
 
 /// The embeddings of the chunk in position order: `[hidden, n]`.
