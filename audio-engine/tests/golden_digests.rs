@@ -311,12 +311,10 @@ fn all_outputs(ty: Quant, prefix: &'static str, turns: usize) -> Digests {
     let mut session = Session::new(e.clone(), SessionOptions::default());
     let mut history: Vec<Artifact> = Vec::new();
     for i in 0..turns {
-        let mut options = BTreeMap::new();
-        options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
         let req = S2sRequest {
             question: question(i),
             history: history.clone(),
-            options,
+            return_codes: true,
             s2s: S2sOptions {
                 max_new_tokens: 300,
                 text: SamplerConfig::GREEDY,
