@@ -73,6 +73,17 @@ struct TranscriptionJson {
     busy_timeout_ms: Option<u64>,
 }
 
+/// The transcription's response format (`json` by default).
+fn transcription_format(t: &TranscriptionJson) -> Result<String, ApiError> {
+    let format = t.response_format.clone().unwrap_or_else(|| "json".into());
+    if !["json", "text", "verbose_json"].contains(&format.as_str()) {
+        return Err(ApiError::invalid(format!(
+            "response_format `{format}` is not json, text or verbose_json"
+        )));
+    }
+    Ok(format)
+}
+
 /// `POST /v1/audio/transcriptions`: multipart (`file`, `model`, `language`, `response_format`
 /// json|text|verbose_json, `prompt`, `temperature`), or JSON with `audio` (base64 WAV).
 pub async fn transcriptions(
@@ -136,12 +147,7 @@ pub async fn transcriptions(
         }
         wav
     };
-    let format = t.response_format.clone().unwrap_or_else(|| "json".into());
-    if !["json", "text", "verbose_json"].contains(&format.as_str()) {
-        return Err(ApiError::invalid(format!(
-            "response_format `{format}` is not json, text or verbose_json"
-        )));
-    }
+    let format = transcription_format(&t)?;
     let entry = state.entry_for(t.model.as_deref(), "asr")?;
     if let Some(l) = t.language.as_deref().filter(|l| !l.is_empty()) {
         if l != entry.language {
@@ -216,14 +222,9 @@ struct SpeechBody {
     busy_timeout_ms: Option<u64>,
 }
 
-/// `POST /v1/audio/speech`: `wav` (default), `pcm` (s16le 24 kHz) or `json`; streamed with
-/// `stream: true` / `stream_format` (`audio`: chunked PCM, `sse`: `speech.audio.delta` events).
-pub async fn speech(
-    State(state): State<Arc<AppState>>,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let t0 = Instant::now();
-    let b: SpeechBody = parse_json(body)?;
+/// The speech body's output choices: the response format and, when streamed, the stream
+/// format (`audio` or `sse`); checked before any model is picked.
+fn speech_format(b: &SpeechBody) -> Result<(String, Option<&'static str>), ApiError> {
     let streaming = b.stream == Some(true) || b.stream_format.is_some();
     let format = b.response_format.clone().unwrap_or_else(|| {
         if streaming {
@@ -255,14 +256,32 @@ pub async fn speech(
     if b.input.trim().is_empty() {
         return Err(ApiError::invalid("`input` (what to speak) is empty"));
     }
-    let entry = state.entry_for(b.model.as_deref(), "tts")?;
+    Ok((format, stream_format))
+}
+
+/// The speech body's synthesis options under the server's `max_tokens` limit.
+fn speech_options(b: &SpeechBody, limit: usize) -> Result<TtsOptions, ApiError> {
     let d = TtsOptions::default();
-    let opts = TtsOptions {
+    Ok(TtsOptions {
         voice: parse_voice(b.voice.as_deref())?,
-        max_new_tokens: max_tokens(b.max_tokens, d.max_new_tokens, state.settings.max_tokens)?,
+        max_new_tokens: max_tokens(b.max_tokens, d.max_new_tokens, limit)?,
         audio: sampler(d.audio, b.seed, b.temperature, b.top_k)?,
         ..d
-    };
+    })
+}
+
+/// `POST /v1/audio/speech`: `wav` (default), `pcm` (s16le 24 kHz) or `json`; streamed with
+/// `stream: true` / `stream_format` (`audio`: chunked PCM, `sse`: `speech.audio.delta` events).
+pub async fn speech(
+    State(state): State<Arc<AppState>>,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let b: SpeechBody = parse_json(body)?;
+    let (format, stream_format) = speech_format(&b)?;
+    let streaming = stream_format.is_some();
+    let entry = state.entry_for(b.model.as_deref(), "tts")?;
+    let opts = speech_options(&b, state.settings.max_tokens)?;
     let p = Prepared {
         job: Job::Tts(b.input, opts),
         key: None,
@@ -511,14 +530,9 @@ fn user_audio(m: &ChatMessage, i: usize) -> Result<Vec<u8>, ApiError> {
     audio.ok_or_else(|| ApiError::invalid(format!("messages[{i}]: no input_audio content part")))
 }
 
-/// `POST /v1/chat/completions`.
-pub async fn chat(
-    State(state): State<Arc<AppState>>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let t0 = Instant::now();
-    let b: ChatBody = parse_json(body)?;
+/// The chat body's output choices: whether the reply carries audio, and its format; checked
+/// before any model is picked.
+fn chat_output(b: &ChatBody) -> Result<(bool, String), ApiError> {
     let _ = (&b.user, &b.stream_options);
     if b.n.is_some_and(|n| n != 1) {
         return Err(ApiError::invalid("n must be 1"));
@@ -551,8 +565,12 @@ pub async fn chat(
             )));
         }
     }
-    let entry = state.entry_for(b.model.as_deref(), "s2s")?;
+    Ok((want_audio, audio_format))
+}
 
+/// The conversation of a chat body: the system prompt, the earlier turns as artifacts and the
+/// new question's WAV bytes.
+fn chat_conversation(b: &ChatBody) -> Result<(Option<String>, Vec<Artifact>, Vec<u8>), ApiError> {
     // The conversation: [system] (user assistant)* user.
     let mut system = None;
     let mut history = Vec::new();
@@ -612,6 +630,20 @@ pub async fn chat(
             ))
         }
     };
+    Ok((system, history, question))
+}
+
+/// `POST /v1/chat/completions`.
+pub async fn chat(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let t0 = Instant::now();
+    let b: ChatBody = parse_json(body)?;
+    let (want_audio, audio_format) = chat_output(&b)?;
+    let entry = state.entry_for(b.model.as_deref(), "s2s")?;
+    let (system, history, question) = chat_conversation(&b)?;
     let first = history
         .first()
         .map(|a| a.payload.clone())
@@ -757,4 +789,40 @@ pub async fn chat(
             (out, done)
         },
     ))
+}
+
+/// The OpenAI routes' JSON bodies checked as their handlers check them before a model is
+/// involved (no server-side paths, `limit` as the server's `max_tokens`): `route` is
+/// `transcriptions`, `speech` or `chat`. For the fuzz targets (`fuzz/`); not an API.
+#[doc(hidden)]
+pub fn check_body(route: &str, body: &[u8], limit: usize) -> Result<(), ApiError> {
+    let body = Ok(Bytes::copy_from_slice(body));
+    match route {
+        "transcriptions" => {
+            let t: TranscriptionJson = parse_json(body)?;
+            wav_from(&t.audio, None, "`audio`")?;
+            transcription_format(&t)?;
+            let d = AsrOptions::default();
+            max_tokens(t.max_tokens, d.max_new_tokens, limit)?;
+        }
+        "speech" => {
+            let b: SpeechBody = parse_json(body)?;
+            speech_format(&b)?;
+            speech_options(&b, limit)?;
+        }
+        "chat" => {
+            let b: ChatBody = parse_json(body)?;
+            chat_output(&b)?;
+            chat_conversation(&b)?;
+            let d = S2sOptions::default();
+            max_tokens(
+                b.max_completion_tokens.or(b.max_tokens),
+                d.max_new_tokens,
+                limit,
+            )?;
+            sampler(d.audio, b.seed, b.temperature, b.top_k)?;
+        }
+        other => return Err(ApiError::invalid(format!("no route `{other}`"))),
+    }
+    Ok(())
 }

@@ -240,12 +240,25 @@ pub fn prepare(
     headers: &HeaderMap,
     r: TaskRequest,
 ) -> Result<Prepared, ApiError> {
-    let task = entry.cfg.task.as_str();
+    let limit = state.settings.max_tokens;
+    let dir = state.audio_dir.as_deref();
+    prepare_for(&entry.cfg.task, &entry.language, limit, dir, headers, r)
+}
+
+/// [`prepare`] from the few settings it reads: the entry's task and language, the server's
+/// `max_tokens` limit and audio directory (so the checks run without a model, e.g. fuzzed).
+pub fn prepare_for(
+    task: &str,
+    language: &str,
+    limit: usize,
+    dir: Option<&std::path::Path>,
+    headers: &HeaderMap,
+    r: TaskRequest,
+) -> Result<Prepared, ApiError> {
     if let Some(l) = nonempty(&r.language) {
-        if l != entry.language {
+        if l != language {
             return Err(ApiError::invalid(format!(
-                "language `{l}` is not this model's (`{}`)",
-                entry.language
+                "language `{l}` is not this model's (`{language}`)"
             )));
         }
     }
@@ -260,8 +273,6 @@ pub fn prepare(
             }
         )));
     }
-    let limit = state.settings.max_tokens;
-    let dir = state.audio_dir.as_deref();
     match task {
         "s2s" => {
             if nonempty(&r.text).is_some() {
@@ -682,4 +693,13 @@ pub fn body_stream(
         Body::from_stream(s),
     )
         .into_response()
+}
+
+/// A task route's JSON body checked as [`run`] and [`stream`] check it before a model is
+/// involved, for an entry of `task` and language `en` (no server-side paths, `limit` as the
+/// server's `max_tokens`). For the fuzz targets (`fuzz/`); not an API.
+#[doc(hidden)]
+pub fn check_body(task: &str, body: &[u8], limit: usize) -> Result<(), ApiError> {
+    let b: TaskBody = parse_json(Ok(Bytes::copy_from_slice(body)))?;
+    prepare_for(task, "en", limit, None, &HeaderMap::new(), b.request).map(|_| ())
 }
