@@ -504,6 +504,22 @@ impl Conversation {
 /// Interleaved float PCM as a 32-bit float WAV (what the engine reads; channels are averaged
 /// and the rate converted there).
 pub fn pcm_to_wav(samples: &[f32], sample_rate: u32, channels: u16) -> Result<Vec<u8>, Failure> {
+    // why: the WAV header stores bytes per second in 32 bits and bytes per frame in 16 (hound
+    // computes the first with a multiplication that overflows, found by fuzz/ target capi), and
+    // the engine reads only rates in its own range; refuse the rest here, naming the range.
+    if !(audio::MIN_SAMPLE_RATE..=audio::MAX_SAMPLE_RATE).contains(&sample_rate) {
+        return Err(Failure::invalid(format!(
+            "audio sample rate {sample_rate} Hz is outside {}..={} Hz",
+            audio::MIN_SAMPLE_RATE,
+            audio::MAX_SAMPLE_RATE
+        )));
+    }
+    if channels == 0 || usize::from(channels) * 4 > usize::from(u16::MAX) {
+        return Err(Failure::invalid(format!(
+            "audio has {channels} channels; 1..={} are read",
+            u16::MAX / 4
+        )));
+    }
     let spec = hound::WavSpec {
         channels,
         sample_rate,

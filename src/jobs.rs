@@ -161,8 +161,9 @@ pub fn wav_of(pcm: &Pcm, settings: &SessionSettings, what: &str) -> AbiResult<Ve
 fn wav_unchecked(pcm: &Pcm) -> AbiResult<Vec<u8>> {
     let channels = u16::try_from(pcm.channels).map_err(|_| {
         AbiError::invalid(format!(
-            "audio has {} channels; at most 65535 are read",
-            pcm.channels
+            "audio has {} channels; 1..={} are read",
+            pcm.channels,
+            u16::MAX / 4
         ))
     })?;
     engine::pcm_to_wav(&pcm.samples, pcm.rate, channels).map_err(|f| AbiError::invalid(f.message))

@@ -1,0 +1,127 @@
+//! Inputs the fuzz targets (`fuzz/`) found to crash the C ABI, replayed through the exported
+//! functions as a C caller makes the calls: each must now give its typed status and a message.
+
+mod common;
+
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::ptr::{null, null_mut};
+
+#[repr(C)]
+struct Opaque {
+    _p: [u8; 0],
+}
+
+// why: the library's `#[no_mangle]` entry points, declared as include/audiocpp.h does (the
+// c_abi_surface test checks those signatures); linking the rlib provides them.
+use lfm2_engine as _;
+
+extern "C" {
+    fn audiocpp_last_error() -> *const c_char;
+    fn audiocpp_registry_create(config_path: *const c_char, out: *mut *mut Opaque) -> c_int;
+    fn audiocpp_registry_free(registry: *mut Opaque);
+    fn audiocpp_model_load(
+        registry: *mut Opaque,
+        model_path: *const c_char,
+        config: *const Opaque,
+        load_options: *const Opaque,
+        out: *mut *mut Opaque,
+    ) -> c_int;
+    fn audiocpp_model_free(model: *mut Opaque);
+    fn audiocpp_session_create(
+        model: *const Opaque,
+        task: *const c_char,
+        mode: *const c_char,
+        backend: *const Opaque,
+        session_options: *const Opaque,
+        out: *mut *mut Opaque,
+    ) -> c_int;
+    fn audiocpp_session_free(session: *mut Opaque);
+    fn audiocpp_session_run(
+        session: *mut Opaque,
+        request: *const Opaque,
+        out: *mut *mut Opaque,
+    ) -> c_int;
+    fn audiocpp_request_create() -> *mut Opaque;
+    fn audiocpp_request_free(request: *mut Opaque);
+    fn audiocpp_request_set_audio(
+        r: *mut Opaque,
+        samples: *const f32,
+        frames: usize,
+        rate: c_int,
+        channels: c_int,
+    ) -> c_int;
+    fn audiocpp_result_free(result: *mut Opaque);
+}
+
+const INVALID_ARGUMENT: c_int = 1;
+
+fn last_error() -> String {
+    // SAFETY: never NULL, valid until this thread's next call.
+    unsafe { CStr::from_ptr(audiocpp_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Runs `task` on the demo package with `frames` frames of audio at `rate` and `channels`;
+/// returns the run's status and message.
+fn run_with_audio(task: &str, frames: usize, rate: c_int, channels: c_int) -> (c_int, String) {
+    let dir = CString::new(common::demo_package().to_str().unwrap()).unwrap();
+    let task = CString::new(task).unwrap();
+    let samples = vec![0.1f32; frames * channels as usize];
+    // SAFETY: valid C strings, out pointers and a buffer of frames * channels floats; every
+    // handle is freed once.
+    unsafe {
+        let (mut reg, mut model, mut session, mut res) =
+            (null_mut(), null_mut(), null_mut(), null_mut());
+        assert_eq!(audiocpp_registry_create(null(), &mut reg), 0);
+        assert_eq!(
+            audiocpp_model_load(reg, dir.as_ptr(), null(), null(), &mut model),
+            0,
+            "{}",
+            last_error()
+        );
+        let mode = c"offline".as_ptr();
+        assert_eq!(
+            audiocpp_session_create(model, task.as_ptr(), mode, null(), null(), &mut session),
+            0
+        );
+        let r = audiocpp_request_create();
+        assert_eq!(
+            audiocpp_request_set_audio(r, samples.as_ptr(), frames, rate, channels),
+            0
+        );
+        let st = audiocpp_session_run(session, r, &mut res);
+        let msg = last_error();
+        if st == 0 {
+            audiocpp_result_free(res);
+        }
+        audiocpp_request_free(r);
+        audiocpp_session_free(session);
+        audiocpp_model_free(model);
+        audiocpp_registry_free(reg);
+        (st, msg)
+    }
+}
+
+/// fuzz/ target capi, input `00e6 0700 e607 f8d4 6d61 ff0f 707b f9d4 be7b`: asr on 7 frames
+/// at 1 842 673 671 Hz. Encoding that as the engine's WAV overflowed hound's bytes-per-second
+/// field (a panic with overflow checks, a wrapped header without).
+#[test]
+fn a_sample_rate_past_the_wav_header_is_an_invalid_argument() {
+    for task in ["asr", "s2s"] {
+        let (st, msg) = run_with_audio(task, 7, 1_842_673_671, 1);
+        assert_eq!(st, INVALID_ARGUMENT, "{task}: {msg}");
+        assert!(msg.contains("sample rate 1842673671 Hz"), "{task}: {msg}");
+        assert!(msg.contains("1000..=192000"), "{task}: {msg}");
+    }
+    let (st, msg) = run_with_audio("asr", 7, 192_001, 1);
+    assert_eq!(st, INVALID_ARGUMENT, "{msg}");
+}
+
+/// The WAV's 16-bit bytes-per-frame field holds 16383 f32 channels at most.
+#[test]
+fn a_channel_count_past_the_wav_header_is_an_invalid_argument() {
+    let (st, msg) = run_with_audio("asr", 1, 16_000, 16_384);
+    assert_eq!(st, INVALID_ARGUMENT, "{msg}");
+    assert!(msg.contains("16384 channels; 1..=16383"), "{msg}");
+}
