@@ -82,6 +82,13 @@ pub enum AudioError {
         /// Index of the first offending sample (a frame index for multi-channel input).
         index: usize,
     },
+    /// A finite sample is too large to resample: the filter's output leaves the f32 range
+    /// (float WAVs can hold values up to 3.4e38; speech is nominally within [-1, 1]).
+    #[error("sample {index} is too large to resample (the result is not a finite f32)")]
+    OutOfRange {
+        /// Index of the input sample nearest the first output that overflowed.
+        index: usize,
+    },
     /// Writing a WAV failed (an I/O error of the destination).
     #[error("cannot write WAV: {0}")]
     Write(String),
@@ -431,7 +438,16 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, AudioEr
     if samples.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(SincKernel::new(from, to).apply(samples))
+    let out = SincKernel::new(from, to).apply(samples);
+    // why: the sinc filter overshoots, so inputs near f32::MAX come out infinite (found by the
+    // fuzz target wav); refuse them here rather than hand the features non-finite samples.
+    if let Some(i) = out.iter().position(|x| !x.is_finite()) {
+        let index = (i as u64 * u64::from(from) / u64::from(to)) as usize;
+        return Err(AudioError::OutOfRange {
+            index: index.min(samples.len() - 1),
+        });
+    }
+    Ok(out)
 }
 
 /// `sum(input[start + i] * taps[i])`, with input outside its bounds read as zero.
