@@ -95,7 +95,9 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
 /// The per-process file the loaders open (they take paths).
 fn scratch() -> &'static PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
-    P.get_or_init(|| std::env::temp_dir().join(format!("fuzz-gguf-{}.gguf", std::process::id())))
+    P.get_or_init(|| {
+        lfm2_engine_fuzz::scratch_dir().join(format!("fuzz-gguf-{}.gguf", std::process::id()))
+    })
 }
 
 fuzz_target!(
@@ -127,5 +129,6 @@ fuzz_target!(
         let _ = open_mmproj(path);
         let _ = open_vocoder(path);
         let _ = open_detokenizer(path);
+        let _ = std::fs::remove_file(path);
     }
 );

@@ -63,7 +63,7 @@ fn seeds() -> Vec<(String, Vec<u8>)> {
 fn scratch() -> &'static PathBuf {
     static P: OnceLock<PathBuf> = OnceLock::new();
     P.get_or_init(|| {
-        std::env::temp_dir().join(format!("fuzz-st-{}.safetensors", std::process::id()))
+        lfm2_engine_fuzz::scratch_dir().join(format!("fuzz-st-{}.safetensors", std::process::id()))
     })
 }
 
@@ -72,7 +72,10 @@ fuzz_target!(
     |data: &[u8]| {
         let path = scratch();
         std::fs::write(path, data).unwrap();
-        let Ok(st) = SafeTensors::open(path) else {
+        let opened = SafeTensors::open(path);
+        // why: leave nothing behind in /dev/shm; the map outlives the name.
+        let _ = std::fs::remove_file(path);
+        let Ok(st) = opened else {
             return;
         };
         let _ = st.metadata().len();

@@ -156,6 +156,17 @@ pub fn demo() -> &'static PackagePaths {
     })
 }
 
+/// Where targets whose readers take a path write each input: `/dev/shm` when it exists (a
+/// file write and map per input stays in memory), else the temporary directory.
+pub fn scratch_dir() -> std::path::PathBuf {
+    let shm = Path::new("/dev/shm");
+    if shm.is_dir() {
+        shm.to_path_buf()
+    } else {
+        std::env::temp_dir()
+    }
+}
+
 /// If `FUZZ_WRITE_SEEDS=DIR` is set, writes `seeds()` as files `DIR/<name>` and exits; called
 /// from each target's `init`.
 pub fn write_seeds_if_asked(seeds: impl FnOnce() -> Vec<(String, Vec<u8>)>) {
