@@ -1,9 +1,11 @@
-//! Inputs the fuzz targets (`fuzz/`) found, kept as fixtures under `tests/fixtures/fuzz/`: each
-//! must give its typed error.
+//! Inputs the fuzz targets (`fuzz/`) found, kept as fixtures under `tests/fixtures/fuzz/`
+//! (GGUF ones as `.bin`: the repository ignores `*.gguf`): each must give its typed error.
 
+use audio_engine::ggml::gguf::GgufFile;
 use audio_engine::lfm2_audio::audio::{
     decode_wav_bytes, load_wav_bytes_16k, resample, AudioError, ReadOptions,
 };
+use audio_engine::lfm2_audio::backbone_config::{Lfm2Config, MAX_LAYERS};
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -38,4 +40,16 @@ fn samples_too_large_to_resample_are_out_of_range() {
     );
     let fine: Vec<f32> = (0..64).map(|i| (i as f32 * 0.1).sin()).collect();
     assert!(resample(&fine, 24_000, 16_000).is_ok());
+}
+
+/// fuzz target gguf: a backbone whose `lfm2.block_count` is near u32::MAX with a scalar
+/// `lfm2.attention.head_count`; broadcasting it to one entry per layer allocated 16 GiB.
+#[test]
+fn a_layer_count_past_llamas_limit_is_refused_before_any_allocation() {
+    let file = GgufFile::from_bytes(fixture("gguf-layer-count.bin")).unwrap();
+    let layers = file.get_integer::<u64>("lfm2.block_count").unwrap();
+    assert!(layers > u64::from(MAX_LAYERS), "{layers}");
+    let err = Lfm2Config::from_gguf(&file).unwrap_err().to_string();
+    assert!(err.contains("lfm2.block_count"), "{err}");
+    assert!(err.contains("512"), "{err}");
 }

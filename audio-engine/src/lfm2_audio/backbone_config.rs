@@ -60,6 +60,9 @@ pub struct Lfm2Config {
 }
 
 /// Reads metadata keys of one file, turning absence and bad values into [`LoadError`]s.
+/// Most layers a backbone may declare (llama.cpp's `LLAMA_MAX_LAYERS`, `src/llama-hparams.h`).
+pub const MAX_LAYERS: u32 = 512;
+
 struct Keys<'a> {
     gguf: &'a GgufFile,
     file: PathBuf,
@@ -188,6 +191,15 @@ impl Lfm2Config {
             return Err(keys.bad(
                 K::LFM2_EMBEDDING_LENGTH,
                 "width and layer count must be positive",
+            ));
+        }
+        // why: per-layer keys are broadcast to one entry per layer, so an unchecked count is an
+        // allocation of the file's choosing (u32::MAX layers: 16 GiB, found by fuzz target
+        // gguf); llama.cpp refuses more than LLAMA_MAX_LAYERS too.
+        if num_hidden_layers > MAX_LAYERS {
+            return Err(keys.bad(
+                K::LFM2_BLOCK_COUNT,
+                format!("is {num_hidden_layers}, above llama.cpp's limit of {MAX_LAYERS} layers"),
             ));
         }
         let num_attention_heads = keys.uniform(K::LFM2_HEAD_COUNT, num_hidden_layers)?;
