@@ -568,9 +568,12 @@ fn chat_output(b: &ChatBody) -> Result<(bool, String), ApiError> {
     Ok((want_audio, audio_format))
 }
 
+/// A chat body's system prompt, earlier turns (as artifacts) and new question (WAV bytes).
+type Conversation = (Option<String>, Vec<Artifact>, Vec<u8>);
+
 /// The conversation of a chat body: the system prompt, the earlier turns as artifacts and the
 /// new question's WAV bytes.
-fn chat_conversation(b: &ChatBody) -> Result<(Option<String>, Vec<Artifact>, Vec<u8>), ApiError> {
+fn chat_conversation(b: &ChatBody) -> Result<Conversation, ApiError> {
     // The conversation: [system] (user assistant)* user.
     let mut system = None;
     let mut history = Vec::new();
