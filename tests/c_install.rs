@@ -25,7 +25,7 @@ fn prefix() -> &'static Path {
             .args(["run", "-q", "-p", "xtask", "--", "install", "--prefix"])
             .arg(&p)
             .arg("--lib-dir")
-            .arg(profile_dir())
+            .arg(built_lib_dir())
             .current_dir(root())
             .output()
             .expect("cargo run -p xtask");
