@@ -21,11 +21,11 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
-use audio_engine::lfm2_audio::demo::{default_demo_dir, ensure_demo_package};
-use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::synthetic::{write_checkpoint, TinyConfig, DEFAULT_SEED};
+use audio_engine::lfm2_audio::{
+    convert_checkpoint, default_demo_dir, ensure_demo_package, ModelPackage, PackagePaths,
+    Progress, Quant, SamplerConfig,
+};
 use audio_engine::lfm2_audio::{
     EngineError, Lfm2Audio, ModelOptions, S2sOptions, S2sRequest, Session, SessionOptions,
     TurnResult,
@@ -80,7 +80,7 @@ impl Progress for Quiet {
 const FULL_MODEL: &str = "LFM2-Audio-Synthetic-Full";
 
 /// The full-size package in `dir`, written (checkpoint, then conversion to `quant`) if absent.
-fn ensure_full_package(dir: &Path, quant: OutType) -> Result<PackagePaths> {
+fn ensure_full_package(dir: &Path, quant: Quant) -> Result<PackagePaths> {
     let paths = PackagePaths::new(dir, FULL_MODEL, quant);
     let all = [
         &paths.backbone,
@@ -100,7 +100,7 @@ fn ensure_full_package(dir: &Path, quant: OutType) -> Result<PackagePaths> {
         "  {:.0} s; converting to {quant:?} ...",
         t0.elapsed().as_secs_f64()
     );
-    let p = convert(&ckpt, dir, FULL_MODEL, quant, &mut Quiet).context("conversion")?;
+    let p = convert_checkpoint(&ckpt, dir, FULL_MODEL, quant, &mut Quiet).context("conversion")?;
     std::fs::remove_dir_all(&ckpt)?;
     eprintln!("  package ready after {:.0} s", t0.elapsed().as_secs_f64());
     Ok(p)
@@ -350,7 +350,7 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut full, mut rounds, mut steps) = (false, 3usize, None::<usize>);
-    let mut quant = OutType::Q4_0;
+    let mut quant = Quant::Q4_0;
     let mut full_dir: Option<PathBuf> = None;
     let mut demo = true;
     while let Some(a) = args.next() {
@@ -367,10 +367,10 @@ fn main() -> Result<()> {
                     .to_ascii_uppercase()
                     .as_str()
                 {
-                    "F32" => OutType::F32,
-                    "F16" => OutType::F16,
-                    "Q8_0" => OutType::Q8_0,
-                    "Q4_0" => OutType::Q4_0,
+                    "F32" => Quant::F32,
+                    "F16" => Quant::F16,
+                    "Q8_0" => Quant::Q8_0,
+                    "Q4_0" => Quant::Q4_0,
                     q => bail!("unknown quantization {q}"),
                 }
             }

@@ -27,10 +27,10 @@ use std::sync::Mutex;
 use audio_engine::ggml::{cpu_variant, Backend};
 use audio_engine::lfm2_audio::conversation::artifact::ReplyStep;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::detokenizer::{Detokenizer, DetokenizerOptions};
-use audio_engine::lfm2_audio::package::ModelPackage;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::detokenizer::{Detokenizer, DetokenizerOptions};
+use audio_engine::lfm2_audio::internals::package::ModelPackage;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
     AsrOptions, ReplyEvent, ReplyResult, S2sOptions, S2sRequest, Session, SessionOptions,
     TtsOptions, Voice,

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::demo::ensure_demo_package;
-use audio_engine::lfm2_audio::package::ModelPackage;
+use audio_engine::lfm2_audio::internals::demo::ensure_demo_package;
+use audio_engine::lfm2_audio::internals::package::ModelPackage;
 use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
 
 /// The repository root (the root package's manifest directory).
