@@ -22,6 +22,10 @@
 //! Nothing here touches raw pointers: every `unsafe` block of the engine lives in
 //! [`crate::ggml`], which states why each is sound.
 #![forbid(unsafe_code)]
+// why: the components' inspection methods (cache sizes, sampler state, table shapes) are public
+// for the integration tests, which reach them through `internals` (feature `testkit`); in a
+// default build nothing outside the private modules can call them.
+#![cfg_attr(not(feature = "testkit"), allow(dead_code))]
 
 mod error;
 mod generation;
@@ -37,9 +41,9 @@ pub use error::EngineError;
 pub use generation::reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings};
 pub use generation::sampling::SamplerConfig;
 pub use io::audio::{
-    decode_wav_bytes, decode_wav_file, encode_wav_24k, load_wav_bytes_16k, write_wav_f32,
-    write_wav_file_24k, AudioError, MonoAudio, ReadOptions, DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE,
-    OUTPUT_SAMPLE_RATE,
+    decode_wav_bytes, decode_wav_file, encode_wav_24k, load_wav_bytes_16k, load_wav_file_16k,
+    write_wav_f32, write_wav_file_24k, AudioError, MonoAudio, ReadOptions, DEFAULT_MAX_SECONDS,
+    INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 pub use io::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
 pub use model::engine::{Lfm2Audio, ModelOptions};
@@ -78,7 +82,10 @@ pub use tooling::synthetic;
 #[cfg(feature = "testkit")]
 #[doc(hidden)]
 pub mod internals {
-    pub use super::error;
+    /// The errors (`lfm2_audio::error`).
+    pub mod error {
+        pub use super::super::error::*;
+    }
     pub use super::generation::{reply, sampling, schedule};
     pub use super::io::{audio, package};
     pub use super::model::backbone::config as backbone_config;
@@ -87,7 +94,10 @@ pub mod internals {
         backbone, depthformer, detokenizer, encoder, engine, features, gguf_keys, load_error, nn,
         weights,
     };
-    pub use super::session;
+    /// Sessions (`lfm2_audio::session`).
+    pub mod session {
+        pub use super::super::session::*;
+    }
     pub use super::session::{conversation, prefill_cache};
     pub use super::tasks::{asr, s2s, tts};
     pub use super::text::{prompt, tokenizer};

@@ -136,11 +136,13 @@ impl AudioSampler {
         }
     }
 
+    #[cfg(feature = "testkit")]
     /// A greedy sampler.
     pub fn greedy() -> AudioSampler {
         AudioSampler::new(SamplerConfig::GREEDY)
     }
 
+    #[cfg(feature = "testkit")]
     /// The configuration.
     pub fn config(&self) -> &SamplerConfig {
         &self.config
@@ -151,12 +153,14 @@ impl AudioSampler {
         self.config.is_greedy()
     }
 
+    #[cfg(feature = "testkit")]
     /// The PRNG's state (the seed advanced by one golden-ratio step per draw), for saving a
     /// stream's position.
     pub fn rng_state(&self) -> u64 {
         self.rng.0
     }
 
+    #[cfg(feature = "testkit")]
     /// Restores a state from [`AudioSampler::rng_state`].
     pub fn set_rng_state(&mut self, state: u64) {
         self.rng.0 = state;

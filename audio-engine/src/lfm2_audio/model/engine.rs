@@ -2,7 +2,7 @@
 //!
 //! [`Lfm2Audio`] is cheap to clone, `Send + Sync` and holds only immutable state: the weights
 //! bound into typed layers, the configs and the tokenizer, with no lock. Everything a run writes
-//! belongs to the run: each task call (and each [`Session`](super::Session)) computes on a
+//! belongs to the run: each task call (and each [`Session`](crate::lfm2_audio::Session)) computes on a
 //! backend instance of its own ([`Backend::new_instance`]: its own threads and work buffer) and
 //! owns its decode cache (lazily zeroed, so a large context costs nothing until used),
 //! depthformer scratch, detokenizer stream and graph allocators. So any number of calls and

@@ -87,7 +87,6 @@ pub struct ForwardOutput {
 /// The table audio-out codes are embedded with: `[hidden, codebooks * codebook_size]`.
 #[derive(Debug)]
 pub struct AudioCodeTable {
-    file: WeightFile,
     table: Param,
     codebooks: usize,
     codebook_size: usize,
@@ -118,26 +117,10 @@ impl AudioCodeTable {
         }
         let codebook_size = ne[1] as usize / codebooks;
         Ok(AudioCodeTable {
-            file,
             table,
             codebooks,
             codebook_size,
         })
-    }
-
-    /// Bytes of backend memory the table takes.
-    pub fn size_bytes(&self) -> usize {
-        self.file.size_bytes()
-    }
-
-    /// Number of codebooks.
-    pub fn codebooks(&self) -> usize {
-        self.codebooks
-    }
-
-    /// Entries per codebook (codes `0..codebook_size`).
-    pub fn codebook_size(&self) -> usize {
-        self.codebook_size
     }
 }
 
