@@ -218,7 +218,11 @@ fn the_headers_compile_as_c_and_cpp() {
         "#include \"lfm2e.h\"\n#include \"audiocpp.h\"\nint main(void) { return 0; }\n",
     )
     .unwrap();
-    compile(std::slice::from_ref(&src), &dir.join("h"), &["-fsyntax-only".into()]);
+    compile(
+        std::slice::from_ref(&src),
+        &dir.join("h"),
+        &["-fsyntax-only".into()],
+    );
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
     let cpp = dir.join("h.cpp");
     std::fs::copy(&src, &cpp).unwrap();

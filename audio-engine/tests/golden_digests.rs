@@ -20,9 +20,9 @@ use std::sync::Mutex;
 use audio_engine::ggml::Backend;
 use audio_engine::lfm2_audio::conversation::artifact::ReplyStep;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::detokenizer::{Detokenizer, DetokenizerOptions};
 use audio_engine::lfm2_audio::package::ModelPackage;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
     AsrOptions, ReplyEvent, ReplyResult, S2sOptions, S2sRequest, Session, SessionOptions,

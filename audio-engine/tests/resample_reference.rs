@@ -13,8 +13,8 @@ mod common;
 use std::io::Cursor;
 
 use audio_engine::lfm2_audio::audio::{decode_wav_bytes, resample, ReadOptions};
-use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::features::log_mel;
+use audio_engine::lfm2_audio::package::Quant;
 use audio_engine::lfm2_audio::safetensors::{Dtype, SafeTensors};
 use audio_engine::lfm2_audio::{AsrOptions, StopReason};
 

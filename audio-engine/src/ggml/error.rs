@@ -96,6 +96,23 @@ pub enum GgmlError {
         /// The tensor's name.
         tensor: String,
     },
+    /// A node uses a weight repacked for the CPU's SIMD kernels (in an extra buffer type such as
+    /// `CPU_REPACK`) in a way that buffer type does not support: its kernel would read the
+    /// repacked bytes as plain ones. Refused before computing (see
+    /// [`WeightStore::load`](super::WeightStore::load)).
+    #[error("{op} node {node:?} cannot use the weight {weight:?} repacked in {buffer}: {detail}")]
+    RepackedWeight {
+        /// ggml's name of the node's operation.
+        op: String,
+        /// The node's name.
+        node: String,
+        /// The weight's name.
+        weight: String,
+        /// The weight's buffer type (e.g. `CPU_REPACK`).
+        buffer: String,
+        /// Why the use is refused.
+        detail: String,
+    },
     /// Graph computation returned a failure status.
     #[error("graph compute on {backend} {status}")]
     ComputeFailed {
