@@ -602,14 +602,13 @@ fn check_repacked_sources(raw: &RawBackend, t: Tensor<'_>, aliases: bool) -> Res
             Some(w) => unsafe { Tensor::from_raw(w) }.name(),
             None => String::new(),
         };
+        let buffer = buffer_type_name(BufferType(
+            NonNull::new(buft).unwrap_or_else(|| unreachable!("checked non-null above")),
+        ));
         return Err(GgmlError::RepackedWeight {
-            op: t.op_name(),
             node: t.name(),
             weight,
-            buffer: buffer_type_name(BufferType(
-                NonNull::new(buft).unwrap_or_else(|| unreachable!("checked non-null above")),
-            )),
-            detail: detail.to_owned(),
+            detail: format!("{} with it in {buffer}: {detail}", t.op_name()),
         });
     }
     Ok(())

@@ -100,17 +100,13 @@ pub enum GgmlError {
     /// `CPU_REPACK`) in a way that buffer type does not support: its kernel would read the
     /// repacked bytes as plain ones. Refused before computing (see
     /// [`WeightStore::load`](super::WeightStore::load)).
-    #[error("{op} node {node:?} cannot use the weight {weight:?} repacked in {buffer}: {detail}")]
+    #[error("node {node:?} cannot use the repacked weight {weight:?}: {detail}")]
     RepackedWeight {
-        /// ggml's name of the node's operation.
-        op: String,
         /// The node's name.
         node: String,
         /// The weight's name.
         weight: String,
-        /// The weight's buffer type (e.g. `CPU_REPACK`).
-        buffer: String,
-        /// Why the use is refused.
+        /// The node's operation, the weight's buffer type and why the use is refused.
         detail: String,
     },
     /// Graph computation returned a failure status.

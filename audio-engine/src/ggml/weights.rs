@@ -174,7 +174,7 @@ impl Default for LoadOptions<'_> {
 #[derive(Clone, Copy)]
 enum Place {
     Repack(BufferType),
-    InPlace(usize),
+    Mapped(usize),
     Copy,
 }
 
@@ -287,7 +287,7 @@ impl WeightStore {
         let mut buffers = Vec::new();
         let mut placement = Placement::default();
         let mut size_bytes = 0;
-        let has_data = matches!(backend, Some(_) if !specs.is_empty());
+        let has_data = backend.is_some() && !specs.is_empty();
         if let (Some(backend), true) = (backend, has_data) {
             let mut data = Vec::with_capacity(specs.len());
             for (t, s) in tensors.iter().zip(specs) {
@@ -360,7 +360,7 @@ impl WeightStore {
                     .iter()
                     .enumerate()
                     .filter_map(|(i, p)| match *p {
-                        Place::InPlace(off) => Some((i, off)),
+                        Place::Mapped(off) => Some((i, off)),
                         _ => None,
                     })
                     .collect();
@@ -497,7 +497,7 @@ fn plan(
             .and_then(|m| m.offset_of(d));
         match in_map {
             Some(off) if d.as_ptr().align_offset(HOST_ALIGNMENT) == 0 => {
-                places.push(Place::InPlace(off));
+                places.push(Place::Mapped(off));
             }
             Some(_) => {
                 tracing::debug!(
