@@ -114,9 +114,13 @@ const HEADER: &str = "\
 # its id, a frame -1 then its codes, little-endian i32 each), artifact meta as its JSON text.
 # `ended` values are written as they are.
 #
-# Recorded on x86_64 (AVX2) with one ggml thread per engine. Regenerate (only when an output
-# change is intended) with:
-#   GOLDEN_UPDATE=1 cargo test -p audio-engine --test golden_digests
+# Recorded on x86_64 with ggml built for AVX2 (`GGML_SYS_CPU=x86-64-v3`; a native build on an
+# AVX-512 machine computes other bits), one ggml thread per engine, and the default weight
+# placement: Q4_0 matrices repacked for the CPU's kernels (`CPU_REPACK`), so the q4_0 lines pin
+# the repacked kernels' bits (`LFM2_NO_REPACK=1` computes the plain kernels' other bits; F32 and
+# Q8_0 have no repack kernel on x86_64 and are the same either way). Regenerate (only when an
+# output change is intended) with:
+#   GGML_SYS_CPU=x86-64-v3 GOLDEN_UPDATE=1 cargo test -p audio-engine --test golden_digests
 ";
 
 fn read_fixture() -> BTreeMap<String, String> {
