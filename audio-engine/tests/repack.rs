@@ -421,7 +421,8 @@ fn repack_on_and_off_both_give_valid_output() {
 
 /// Times one full-size backbone-like matrix product (`Q4_0` `[2048, 8192]`, the shape of an
 /// LFM2.5 feed-forward projection) for a decode step (1 column) and a prefill block (256
-/// columns), repacked and plain, with 2 threads. Ignored by default (a measurement, not a check):
+/// columns), repacked and plain, with 2 threads, in 3 alternating rounds (so a busy machine
+/// slows both alike). Ignored by default (a measurement, not a check):
 /// `cargo test -p audio-engine --test repack -- --ignored --nocapture matmul_timing`.
 #[test]
 #[ignore]
@@ -433,49 +434,58 @@ fn matmul_timing() {
         .collect();
     let q = audio_engine::ggml::quant::quantize(GgmlType::Q4_0, &w, k as usize).unwrap();
     drop(w);
-    for repack in [false, true] {
-        let be = Backend::cpu().unwrap().with_weight_repack(repack);
-        be.set_n_threads(2).unwrap();
-        let store = WeightStore::load(
-            &be,
-            &[TensorSpec {
-                name: "w",
-                ty: GgmlType::Q4_0,
-                ne: &[k, n],
-                data: Some(&q),
-            }],
-            LoadOptions {
-                mapping: None,
-                may_repack: &|_| true,
-            },
-        )
-        .unwrap();
-        let p = store.get("w").unwrap();
-        for cols in [1i64, 256] {
-            let ctx = Context::metadata(16).unwrap();
-            let x = ctx.new_tensor_2d(GgmlType::F32, k, cols).unwrap();
-            x.set_input();
-            let y = ctx.mul_mat(ctx.param(&p), x).unwrap();
-            y.set_output();
-            let mut g = ctx.new_graph(16).unwrap();
-            g.build_forward_expand(y).unwrap();
-            GraphAllocator::new(&be).unwrap().alloc_graph(&g).unwrap();
-            x.set_f32(&vec![0.5f32; (k * cols) as usize]).unwrap();
-            be.compute(&g).unwrap();
-            let reps = if cols == 1 { 50 } else { 5 };
-            let mut ms: Vec<f64> = (0..reps)
-                .map(|_| {
-                    let t = std::time::Instant::now();
-                    be.compute(&g).unwrap();
-                    t.elapsed().as_secs_f64() * 1e3
-                })
-                .collect();
-            ms.sort_by(f64::total_cmp);
-            println!(
-                "repack {repack:5} (repacked: {}): [{k} x {n}] Q4_0 times [{k} x {cols}]: median {:.3} ms",
-                p.is_repacked(),
-                ms[ms.len() / 2]
-            );
+    let setups: Vec<(bool, Backend, WeightStore)> = [false, true]
+        .into_iter()
+        .map(|repack| {
+            let be = Backend::cpu().unwrap().with_weight_repack(repack);
+            be.set_n_threads(2).unwrap();
+            let store = WeightStore::load(
+                &be,
+                &[TensorSpec {
+                    name: "w",
+                    ty: GgmlType::Q4_0,
+                    ne: &[k, n],
+                    data: Some(&q),
+                }],
+                LoadOptions {
+                    mapping: None,
+                    may_repack: &|_| true,
+                },
+            )
+            .unwrap();
+            (repack, be, store)
+        })
+        .collect();
+    for round in 0..3 {
+        for (repack, be, store) in &setups {
+            let p = store.get("w").unwrap();
+            assert_eq!(p.is_repacked(), *repack && q4_0_repacks());
+            for cols in [1i64, 256] {
+                let ctx = Context::metadata(16).unwrap();
+                let x = ctx.new_tensor_2d(GgmlType::F32, k, cols).unwrap();
+                x.set_input();
+                let y = ctx.mul_mat(ctx.param(&p), x).unwrap();
+                y.set_output();
+                let mut g = ctx.new_graph(16).unwrap();
+                g.build_forward_expand(y).unwrap();
+                GraphAllocator::new(be).unwrap().alloc_graph(&g).unwrap();
+                x.set_f32(&vec![0.5f32; (k * cols) as usize]).unwrap();
+                be.compute(&g).unwrap();
+                let reps = if cols == 1 { 40 } else { 5 };
+                let mut ms: Vec<f64> = (0..reps)
+                    .map(|_| {
+                        let t = std::time::Instant::now();
+                        be.compute(&g).unwrap();
+                        t.elapsed().as_secs_f64() * 1e3
+                    })
+                    .collect();
+                ms.sort_by(f64::total_cmp);
+                println!(
+                    "round {round} repacked {:5}: [{k} x {n}] Q4_0 x [{k} x {cols}] F32: median {:.3} ms",
+                    p.is_repacked(),
+                    ms[ms.len() / 2]
+                );
+            }
         }
     }
 }
