@@ -8,6 +8,7 @@
 mod common;
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
 use std::sync::{Mutex, MutexGuard};
 
 use audio_engine::ggml::gguf::{GgufErrorKind, GgufFile};
@@ -488,4 +489,79 @@ fn matmul_timing() {
             }
         }
     }
+}
+
+/// Loads a 1 GiB F32 GGUF (16 matrices `[2048, 8192]`) in place (the default) and by copying
+/// (`WeightStore::new`, what every load did before), printing the time and the growth of the
+/// resident set (anonymous and file-backed). Ignored by default (a measurement):
+/// `cargo test -p audio-engine --test repack -- --ignored --nocapture f32_load_timing`.
+#[test]
+#[ignore]
+fn f32_load_timing() {
+    use audio_engine::ggml::gguf::{GgufWriter, TensorData};
+    let _g = serial();
+    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(format!("repack-f32-{}.gguf", std::process::id()));
+    let (k, n) = (2048u64, 8192u64);
+    let mut w = GgufWriter::new();
+    for i in 0..16u32 {
+        w.add_tensor(
+            format!("blk.{i}.ffn.weight"),
+            GgmlType::F32,
+            &[k, n],
+            TensorData::deferred(move |out| {
+                let row: Vec<u8> = (0..k)
+                    .flat_map(|j| ((j as f32 + i as f32) * 1e-3).to_le_bytes())
+                    .collect();
+                for _ in 0..n {
+                    out.write_all(&row)?;
+                }
+                Ok(())
+            }),
+        )
+        .unwrap();
+    }
+    w.write_to_path(&path).unwrap();
+    let size = std::fs::metadata(&path).unwrap().len();
+    // Page the file in, as a warm page cache would have it.
+    let _ = std::fs::read(&path).map(|v| v.len());
+    let be = cpu(true);
+    for copy in [false, true] {
+        let (anon, file) = (vm_kb("RssAnon:"), vm_kb("RssFile:"));
+        let t = std::time::Instant::now();
+        let f = WeightFile::open(&path, &be).unwrap();
+        let copied = copy.then(|| {
+            let g = f.gguf();
+            let ne: Vec<Vec<i64>> = g
+                .tensors()
+                .iter()
+                .map(|i| i.shape().iter().map(|&d| d as i64).collect())
+                .collect();
+            let specs: Vec<TensorSpec<'_>> = g
+                .tensors()
+                .iter()
+                .zip(&ne)
+                .map(|(i, ne)| TensorSpec {
+                    name: i.name(),
+                    ty: i.ggml_type(),
+                    ne,
+                    data: Some(g.tensor_data(i)),
+                })
+                .collect();
+            WeightStore::new(&be, &specs).unwrap()
+        });
+        let secs = t.elapsed().as_secs_f64();
+        println!(
+            "{} {size} bytes: {secs:.3} s, anonymous memory +{} MiB, file-backed +{} MiB, {:?}",
+            if copy { "copied  " } else { "in place" },
+            vm_kb("RssAnon:").saturating_sub(anon) / 1024,
+            vm_kb("RssFile:").saturating_sub(file) / 1024,
+            copied
+                .as_ref()
+                .map_or(f.store().placement(), |s| s.placement()),
+        );
+        drop(copied);
+        drop(f);
+    }
+    let _ = std::fs::remove_file(&path);
 }
