@@ -565,3 +565,57 @@ fn f32_load_timing() {
     }
     let _ = std::fs::remove_file(&path);
 }
+
+/// Times a full-size package (the directory in `LFM2_FULL_DIR`, e.g. the bench's cached
+/// synthetic Q4_0 package) with repacking on and off, in alternating rounds, 2 threads: load,
+/// then an ASR request on 6 s of audio (encode, prefill, 16 greedy steps) and peak RSS.
+/// Ignored by default (a measurement; skipped without the variable):
+/// `LFM2_FULL_DIR=DIR cargo test -p audio-engine --test repack -- --ignored --nocapture full_size`.
+#[test]
+#[ignore]
+fn full_size_timing() {
+    use audio_engine::lfm2_audio::{AsrOptions, Lfm2Audio};
+    let _g = serial();
+    let Some(dir) = std::env::var_os("LFM2_FULL_DIR") else {
+        println!("skipped: set LFM2_FULL_DIR to a full-size package directory");
+        return;
+    };
+    let audio: Vec<f32> = (0..96_000)
+        .map(|t| ((t * 7 % 400) as f32 - 200.0) / 400.0 * 0.3)
+        .collect();
+    for round in 0..2 {
+        for repack in [false, true] {
+            let t = std::time::Instant::now();
+            let e = Lfm2Audio::load(
+                &dir,
+                ModelOptions {
+                    n_threads: 2,
+                    repack,
+                    ..ModelOptions::default()
+                },
+            )
+            .unwrap();
+            let load = t.elapsed().as_secs_f64();
+            let rss = vm_kb("VmRSS:") / 1024;
+            let opts = AsrOptions {
+                max_new_tokens: 16,
+                ..Default::default()
+            };
+            e.asr(&audio, &opts).unwrap();
+            let r = e.asr(&audio, &opts).unwrap();
+            let steps = r.tokens.len().max(1);
+            println!(
+                "round {round} repack {repack:5}: load {load:.2} s (RSS {rss} MiB after load), \
+                 prompt {} positions: encode {:.0} ms, prefill {:.0} ms ({:.1} positions/s), \
+                 {} steps {:.1} ms/step; RSS now {} MiB",
+                r.prompt_positions,
+                r.timings.encode.as_secs_f64() * 1e3,
+                r.timings.prefill.as_secs_f64() * 1e3,
+                r.prompt_positions as f64 / r.timings.prefill.as_secs_f64(),
+                r.tokens.len(),
+                r.timings.decode.as_secs_f64() * 1e3 / steps as f64,
+                vm_kb("VmRSS:") / 1024,
+            );
+        }
+    }
+}
