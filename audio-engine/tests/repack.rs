@@ -8,7 +8,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::sync::{Mutex, MutexGuard};
 
 use audio_engine::ggml::gguf::{GgufErrorKind, GgufFile};
@@ -226,6 +225,18 @@ fn f32_weights_are_used_in_place_without_a_copy() {
         assert_eq!(pl.copied, 0, "{}: {pl:?}", path.display());
         assert_eq!(pl.repacked, 0, "{}: F32 is never repacked", path.display());
         assert_eq!(pl.in_place, f.store().len());
+        // Used in place, and still read-only.
+        let name = f.store().names().next().unwrap().to_owned();
+        let ctx = Context::metadata(4).unwrap();
+        let t = ctx.param(&f.store().get(&name).unwrap());
+        assert!(matches!(
+            t.set_bytes(0, &[0u8; 4]),
+            Err(GgmlError::ReadOnly { .. })
+        ));
+        assert_eq!(
+            t.get_bytes().unwrap(),
+            f.gguf().tensor_data(f.gguf().tensor(&name).unwrap())
+        );
         loaded.push(f);
     }
     let grown = vm_kb("RssAnon:").saturating_sub(anon_before) * 1024;
@@ -237,6 +248,41 @@ fn f32_weights_are_used_in_place_without_a_copy() {
         );
     }
     drop(loaded);
+}
+
+#[test]
+fn misaligned_tensor_data_is_copied_and_the_rest_used_in_place() {
+    use audio_engine::ggml::gguf::GgufWriter;
+    let _g = serial();
+    let path = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("repack-align8-{}.gguf", std::process::id()));
+    // general.alignment 8: a 2-element F32 tensor (8 bytes) puts the next one off 32 bytes.
+    let mut w = GgufWriter::new();
+    w.set_alignment(8).unwrap();
+    let vals: Vec<Vec<f32>> = (0..4)
+        .map(|i| (0..2).map(|j| (i * 2 + j) as f32).collect())
+        .collect();
+    let bytes: Vec<Vec<u8>> = vals
+        .iter()
+        .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect())
+        .collect();
+    for (i, b) in bytes.iter().enumerate() {
+        w.add_tensor(format!("t{i}"), GgmlType::F32, &[2], b.clone())
+            .unwrap();
+    }
+    w.write_to_path(&path).unwrap();
+    let f = WeightFile::open(&path, &cpu(true)).unwrap();
+    let pl = f.store().placement();
+    println!("{pl:?}");
+    assert!(pl.copied > 0 && pl.in_place > 0, "{pl:?}");
+    assert_eq!(pl.copied + pl.in_place, 4);
+    for (i, v) in vals.iter().enumerate() {
+        let ctx = Context::metadata(4).unwrap();
+        let t = ctx.param(&f.store().get(&format!("t{i}")).unwrap());
+        assert_eq!(&t.get_f32().unwrap(), v);
+    }
+    drop(f);
+    let _ = std::fs::remove_file(&path);
 }
 
 #[test]
