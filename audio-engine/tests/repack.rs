@@ -665,3 +665,68 @@ fn full_size_timing() {
         }
     }
 }
+
+/// A repacked matrix product (`Q4_0` `[256, 64]` times 5 columns: the kernel's 4-column gemm
+/// and its 1-column gemv) gives the same bits at 1, 2 and 4 threads. Also prints whether a
+/// column's result depends on the batch it is computed in (the gemm and gemv paths).
+#[test]
+fn repacked_products_do_not_depend_on_the_thread_count() {
+    let _g = serial();
+    if !q4_0_repacks() {
+        return;
+    }
+    let (k, n, cols) = (256i64, 64i64, 5i64);
+    let w: Vec<f32> = (0..k * n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 64.0)
+        .collect();
+    let q = audio_engine::ggml::quant::quantize(GgmlType::Q4_0, &w, k as usize).unwrap();
+    let x: Vec<f32> = (0..k * cols)
+        .map(|i| ((i * 13 % 29) as f32 - 14.0) / 16.0)
+        .collect();
+    let run = |threads: usize, cols: i64, x: &[f32]| {
+        let be = Backend::cpu().unwrap().with_weight_repack(true);
+        be.set_n_threads(threads).unwrap();
+        let store = WeightStore::load(
+            &be,
+            &[TensorSpec {
+                name: "w",
+                ty: GgmlType::Q4_0,
+                ne: &[k, n],
+                data: Some(&q),
+            }],
+            LoadOptions {
+                mapping: None,
+                may_repack: &|_| true,
+            },
+        )
+        .unwrap();
+        assert_eq!(store.placement().repacked, 1);
+        let ctx = Context::metadata(16).unwrap();
+        let xt = ctx.new_tensor_2d(GgmlType::F32, k, cols).unwrap();
+        xt.set_input();
+        let y = ctx
+            .mul_mat(ctx.param(&store.get("w").unwrap()), xt)
+            .unwrap();
+        y.set_output();
+        let mut g = ctx.new_graph(16).unwrap();
+        g.build_forward_expand(y).unwrap();
+        GraphAllocator::new(&be).unwrap().alloc_graph(&g).unwrap();
+        xt.set_f32(x).unwrap();
+        be.compute(&g).unwrap();
+        y.get_f32()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect::<Vec<_>>()
+    };
+    let one = run(1, cols, &x);
+    assert_eq!(run(2, cols, &x), one);
+    assert_eq!(run(4, cols, &x), one);
+    let last = run(1, 1, &x[(k * (cols - 1)) as usize..]);
+    let first = run(1, 1, &x[..k as usize]);
+    println!(
+        "column 0 alone = in the batch: {}; column 4 alone = in the batch: {}",
+        first[..] == one[..n as usize],
+        last[..] == one[(n * (cols - 1)) as usize..]
+    );
+}

@@ -1,5 +1,6 @@
-//! A GGUF file's tensors loaded into one backend buffer, and the name-tree walker components
-//! bind their typed layers with.
+//! A GGUF file's tensors loaded for a backend (on the CPU: matrices repacked for its SIMD
+//! kernels where ggml has one, everything else used in place in the file's mapping; see
+//! [`WeightStore::load`]), and the name-tree walker components bind their typed layers with.
 //!
 //! Every model component (encoder, backbone, depthformer, detokenizer) binds its layers once at
 //! load from a [`WeightFile`] through a [`VarBuilder`]: `vb.pp("blk").pp(3).get("weight", shape,
@@ -19,7 +20,7 @@ use crate::ggml::{quant, Backend, GgmlType, Param, WeightStore};
 
 use super::load_error::{LoadError, Result};
 
-/// The tensors of one GGUF file, resident in a backend buffer.
+/// The tensors of one GGUF file, loaded for a backend ([`WeightFile::load_filtered`]).
 pub struct WeightFile {
     file: PathBuf,
     gguf: GgufFile,
