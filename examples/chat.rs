@@ -18,9 +18,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use audio_engine::lfm2_audio::{
-    write_wav_f32, write_wav_file_24k, Artifact, ArtifactKind, ReplyEvent, RequestOptions,
-    S2sOptions, S2sRequest, SamplerConfig, Session, SessionOptions, INPUT_SAMPLE_RATE,
-    OUTPUT_SAMPLE_RATE, QUESTION_ID, RETURN_CODES,
+    write_wav_f32, write_wav_file_24k, Artifact, ArtifactKind, ReplyEvent, S2sOptions, S2sRequest,
+    SamplerConfig, Session, SessionOptions, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, QUESTION_ID,
 };
 use clap::Parser;
 
@@ -112,12 +111,10 @@ fn main() -> Result<()> {
     let mut session = Session::new(model.clone(), SessionOptions::default());
     let mut history: Vec<Artifact> = Vec::new();
     for (i, (name, wav)) in wavs.iter().enumerate() {
-        let mut options = RequestOptions::new();
-        options.insert(RETURN_CODES.to_owned(), serde_json::Value::Bool(true));
         let request = S2sRequest {
             question: wav.clone(),
             history: history.clone(),
-            options,
+            return_codes: true,
             s2s: s2s.clone(),
         };
         print!("turn {} ({name}): ", i + 1);

@@ -55,7 +55,7 @@ impl Failure {
 }
 
 fn failure(e: EngineError) -> Failure {
-    let kind = if e.is_invalid_request() || matches!(e, EngineError::Capacity(_)) {
+    let kind = if e.is_invalid_request() || e.is_capacity() {
         FailureKind::Invalid
     } else if matches!(e, EngineError::Load(_) | EngineError::Tokenizer(_)) {
         FailureKind::Load
@@ -64,7 +64,7 @@ fn failure(e: EngineError) -> Failure {
     };
     Failure {
         kind,
-        message: e.to_string(),
+        message: e.chain(),
     }
 }
 
@@ -117,24 +117,51 @@ impl Package {
             ..ModelOptions::default()
         };
         Lfm2Audio::from_package(package, options)
-            .map(Model)
+            .map(|m| Model {
+                model: m,
+                threads: threads.max(1),
+            })
             .map_err(failure)
     }
 }
 
-/// A loaded model (cheap to clone; shared by the sessions using it).
+/// A loaded model (cheap to clone; shared by the sessions using it) and the compute threads
+/// its tasks run with.
 #[derive(Clone)]
-pub struct Model(Lfm2Audio);
+pub struct Model {
+    model: Lfm2Audio,
+    threads: usize,
+}
 
 impl Model {
+    /// The same weights, its tasks computing with `threads` threads.
+    pub fn with_threads(&self, threads: usize) -> Model {
+        Model {
+            model: self.model.clone(),
+            threads: threads.max(1),
+        }
+    }
+
+    /// A session without conversation caches, for one-shot tasks on this model's threads.
+    fn task_session(&self) -> Session {
+        Session::new(
+            self.model.clone(),
+            SessionOptions {
+                prefill_slots: 0,
+                kept_questions: 0,
+                n_threads: Some(self.threads),
+            },
+        )
+    }
+
     /// One line about the model.
     pub fn description(&self) -> String {
-        self.0.description()
+        self.model.description()
     }
 
     /// The checkpoint's language tag (`en`, `ja`).
     pub fn language(&self) -> String {
-        self.0.reply_format().language
+        self.model.reply_format().language
     }
 
     /// Transcribes `wav`, in chunks of `chunk_seconds` when given (chunk texts joined by a
@@ -151,13 +178,14 @@ impl Model {
             max_new_tokens: max_tokens,
             ..AsrOptions::default()
         };
+        let mut session = self.task_session();
         let Some(seconds) = chunk_seconds else {
             if !keep_going() {
                 return Ok(None);
             }
-            return self
-                .0
-                .asr_wav(wav, &opts)
+            let samples = self.model.read_wav(wav).map_err(failure)?;
+            return session
+                .asr(&samples, &opts)
                 .map(|r| Some(r.text))
                 .map_err(failure);
         };
@@ -172,7 +200,7 @@ impl Model {
             if !keep_going() {
                 return Ok(None);
             }
-            let r = self.0.asr(chunk, &opts).map_err(failure)?;
+            let r = session.asr(chunk, &opts).map_err(failure)?;
             let t = r.text.trim();
             if !t.is_empty() {
                 texts.push(t.to_owned());
@@ -199,20 +227,29 @@ impl Model {
             },
             chunk_chars: job.chunk_chars,
         };
-        let mut stream = self.0.tts_stream(&job.text, &opts).map_err(failure)?;
         let mut delivered = Vec::new();
-        while let Some(ev) = stream.next_event() {
-            let ReplyEvent::Audio(a) = ev else { continue };
-            delivered.extend_from_slice(&a);
-            if !sink(Piece::Audio(a)) {
-                stream.finish().map_err(failure)?;
-                return Ok(Output {
-                    audio: Some(delivered),
-                    ..Output::default()
-                });
-            }
+        let mut stopped = false;
+        let r = self
+            .task_session()
+            .tts_with(&job.text, &opts, &mut |ev| {
+                // why: once the caller said stop, the engine's closing events (the vocoder's
+                // tail) are not delivered.
+                if stopped {
+                    return false;
+                }
+                if let ReplyEvent::Audio(a) = ev {
+                    delivered.extend_from_slice(&a);
+                    stopped = !sink(Piece::Audio(a));
+                }
+                !stopped
+            })
+            .map_err(failure)?;
+        if stopped {
+            return Ok(Output {
+                audio: Some(delivered),
+                ..Output::default()
+            });
         }
-        let r = stream.wait().map_err(failure)?;
         Ok(Output {
             audio: Some(r.audio),
             ended: r.ended,
@@ -223,11 +260,11 @@ impl Model {
     /// A conversation session on this model.
     pub fn conversation(&self, prefill_slots: usize, kept_questions: usize) -> Conversation {
         Conversation(Session::new(
-            self.0.clone(),
+            self.model.clone(),
             SessionOptions {
                 prefill_slots,
                 kept_questions,
-                ..SessionOptions::default()
+                n_threads: Some(self.threads),
             },
         ))
     }
@@ -423,12 +460,10 @@ impl Conversation {
         job: &S2sJob,
         sink: &mut dyn FnMut(Piece) -> bool,
     ) -> Result<Output, Failure> {
-        let mut options = conv::RequestOptions::new();
-        options.insert(conv::RETURN_CODES.to_owned(), Value::Bool(job.return_codes));
         let request = S2sRequest {
             question: job.question.clone(),
             history: job.history.iter().map(Blob::to_engine).collect(),
-            options,
+            return_codes: job.return_codes,
             s2s: S2sOptions {
                 max_new_tokens: job.max_tokens,
                 text: SamplerConfig::text(),

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::Path;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use crate::engine::{self, FailureKind, Package};
 use crate::options::{self, Row, Scope};
@@ -86,8 +86,8 @@ pub struct ModelInner {
     /// Its languages as C strings.
     pub languages: Vec<CString>,
     package: Package,
-    /// Loaded engines by thread count (the engine sets threads per loaded model).
-    engines: Mutex<Vec<(usize, engine::Model)>>,
+    /// The loaded weights, shared by every session (each with its own thread count).
+    engine: engine::Model,
     rows: OnceLock<[Vec<RowC>; 3]>,
 }
 
@@ -159,7 +159,7 @@ impl ModelInner {
             languages: vec![c_string(&language)],
             language,
             package,
-            engines: Mutex::new(vec![(1, engine)]),
+            engine,
             rows: OnceLock::new(),
         })
     }
@@ -191,23 +191,9 @@ impl ModelInner {
         &all[scope as usize]
     }
 
-    /// The engine for sessions of `threads` threads (loaded on first use).
+    /// The engine for sessions of `threads` threads.
     pub fn engine(&self, threads: usize) -> AbiResult<engine::Model> {
-        let mut engines = self.engines.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, m)) = engines.iter().find(|(t, _)| *t == threads) {
-            return Ok(m.clone());
-        }
-        let m = self.package.load(threads).map_err(|f| {
-            AbiError::new(
-                if f.kind == FailureKind::Load {
-                    Status::LoadFailed
-                } else {
-                    Status::Runtime
-                },
-                format!("loading the model for {threads} threads: {}", f.message),
-            )
-        })?;
-        engines.push((threads, m.clone()));
-        Ok(m)
+        // why: sessions share the one copy of the weights; only the compute threads differ.
+        Ok(self.engine.with_threads(threads))
     }
 }

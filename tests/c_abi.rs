@@ -69,12 +69,10 @@ fn tts_options() -> TtsOptions {
 }
 
 fn s2s_request(question: &Pcm, history: Vec<Artifact>) -> S2sRequest {
-    let mut options = BTreeMap::new();
-    options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
     S2sRequest {
         question: wav(question),
         history,
-        options,
+        return_codes: true,
         s2s: S2sOptions {
             max_new_tokens: S2S_MAX_TOKENS,
             text: SamplerConfig::text(),

@@ -230,13 +230,11 @@ fn the_chat_example_holds_a_conversation_like_the_rust_session() {
     let mut want = Vec::new();
     for f in &files {
         let bytes = std::fs::read(f).unwrap();
-        let mut options = BTreeMap::new();
-        options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
         let t = session
             .s2s(&S2sRequest {
                 question: bytes.clone(),
                 history: history.clone(),
-                options,
+                return_codes: true,
                 s2s: S2sOptions {
                     max_new_tokens: 24,
                     text: SamplerConfig::text(),

@@ -126,12 +126,10 @@ fn run(e: &Lfm2Audio, job: Job) -> Output {
             let mut history: Vec<Artifact> = Vec::new();
             for t in 0..turns {
                 let q = first + t;
-                let mut options = BTreeMap::new();
-                options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
                 let req = S2sRequest {
                     question: question(q),
                     history: history.clone(),
-                    options,
+                    return_codes: true,
                     s2s: S2sOptions {
                         max_new_tokens: 120,
                         text: SamplerConfig::GREEDY,

@@ -24,10 +24,12 @@ fn our_prompt(e: &Lfm2Audio, rows: usize) -> Vec<Option<u32>> {
         .end_turn()
         .new_turn("assistant");
     b.finish()
-        .into_iter()
+        .pieces()
+        .iter()
         .flat_map(|p| match p {
-            PromptPiece::Text(ids) => ids.into_iter().map(Some).collect::<Vec<_>>(),
-            PromptPiece::Audio { n, .. } => vec![None; n],
+            PromptPiece::Text(ids) => ids.iter().copied().map(Some).collect::<Vec<_>>(),
+            PromptPiece::Audio { rows, .. } => vec![None; *rows],
+            PromptPiece::Frame(_) => unreachable!("an ASR prompt has no frame"),
         })
         .collect()
 }

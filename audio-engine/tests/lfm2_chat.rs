@@ -46,12 +46,10 @@ fn s2s() -> S2sOptions {
 }
 
 fn request(i: usize, history: &[Artifact]) -> S2sRequest {
-    let mut options = BTreeMap::new();
-    options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
     S2sRequest {
         question: question(i),
         history: history.to_vec(),
-        options,
+        return_codes: true,
         s2s: s2s(),
     }
 }
@@ -128,7 +126,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     let other = request(5, &[]);
     cached.s2s(&other).unwrap();
     let mut no_codes = other.clone();
-    no_codes.options.clear();
+    no_codes.return_codes = false;
     let single = cached.s2s(&no_codes).unwrap();
     assert!(single.artifact.is_none());
     same(&cached.s2s(last_req).unwrap(), last);
@@ -215,10 +213,6 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     let mut bad = last_req.clone();
     bad.history[0].payload = b"RIFF, but not a WAV".to_vec();
     invalid(&mut cached, &bad, "unreadable question");
-    let mut bad = last_req.clone();
-    bad.options
-        .insert("return_codes".into(), serde_json::json!("yes"));
-    invalid(&mut cached, &bad, "return_codes not a boolean");
     let mut bad = last_req.clone();
     bad.history[1]
         .meta

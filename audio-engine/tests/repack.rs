@@ -388,12 +388,10 @@ fn with_repacked_q4_0_weights_every_identity_holds() {
     let mut history: Vec<Artifact> = Vec::new();
     let mut last = None;
     for i in 0..3 {
-        let mut options = BTreeMap::new();
-        options.insert("return_codes".to_owned(), serde_json::Value::Bool(true));
         let req = S2sRequest {
             question: question(i),
             history: history.clone(),
-            options,
+            return_codes: true,
             s2s: S2sOptions {
                 max_new_tokens: 200,
                 text: SamplerConfig::GREEDY,

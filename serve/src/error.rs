@@ -101,13 +101,12 @@ impl std::fmt::Display for ApiError {
 
 impl From<EngineError> for ApiError {
     fn from(e: EngineError) -> ApiError {
-        match &e {
-            // why: a request too big for the context is the caller's to shrink, as audio.cpp's
-            // CapacityError is.
-            EngineError::InvalidRequest(_) | EngineError::Audio(_) | EngineError::Capacity(_) => {
-                ApiError::invalid(e.to_string())
-            }
-            _ => ApiError::internal(e.to_string()),
+        // why: a request too big for the context is the caller's to shrink, as audio.cpp's
+        // CapacityError is.
+        if e.is_invalid_request() || e.is_capacity() {
+            ApiError::invalid(e.chain())
+        } else {
+            ApiError::internal(e.chain())
         }
     }
 }

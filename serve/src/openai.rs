@@ -22,8 +22,7 @@ use serde_json::{json, Value};
 
 use audio_engine::lfm2_audio::conversation::REPLY_ID;
 use audio_engine::lfm2_audio::{
-    Artifact, ArtifactKind, AsrOptions, ReplyEvent, S2sOptions, S2sRequest, TtsOptions,
-    QUESTION_ID, RETURN_CODES,
+    Artifact, ArtifactKind, AsrOptions, ReplyEvent, S2sOptions, S2sRequest, TtsOptions, QUESTION_ID,
 };
 
 use crate::audio_io::{b64, pcm16, unb64, wav16, wav_from};
@@ -619,8 +618,6 @@ pub async fn chat(
         .unwrap_or_else(|| question.clone());
     let key = conversation_key(&headers, Some(&first));
     let d = S2sOptions::default();
-    let mut options = BTreeMap::new();
-    options.insert(RETURN_CODES.to_owned(), Value::Bool(true));
     let s2s = S2sOptions {
         max_new_tokens: max_tokens(
             b.max_completion_tokens.or(b.max_tokens),
@@ -635,7 +632,7 @@ pub async fn chat(
         job: Job::S2s(Box::new(S2sRequest {
             question,
             history,
-            options,
+            return_codes: true,
             s2s,
         })),
         key,

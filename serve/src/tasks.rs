@@ -15,7 +15,7 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use audio_engine::lfm2_audio::conversation::REPLY_ID;
+use audio_engine::lfm2_audio::conversation::{parse_return_codes, REPLY_ID};
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, AsrOptions, ReplyEvent, S2sOptions, S2sRequest, SamplerConfig,
     TtsOptions, Voice, QUESTION_ID, RETURN_CODES,
@@ -293,7 +293,7 @@ pub fn prepare(
                 job: Job::S2s(Box::new(S2sRequest {
                     question,
                     history,
-                    options: r.options,
+                    return_codes: parse_return_codes(&r.options)?,
                     s2s,
                 })),
                 key,

@@ -20,12 +20,10 @@ const MAX_TOKENS: usize = 120;
 const SEED: u64 = 11;
 
 fn offline_request(i: usize, history: &[Artifact]) -> S2sRequest {
-    let mut options = BTreeMap::new();
-    options.insert("return_codes".to_owned(), Value::Bool(true));
     S2sRequest {
         question: question(i),
         history: history.to_vec(),
-        options,
+        return_codes: true,
         s2s: S2sOptions {
             max_new_tokens: MAX_TOKENS,
             audio: SamplerConfig::s2s_audio(SEED),

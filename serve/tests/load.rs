@@ -30,13 +30,11 @@ fn offline(client: usize) -> Vec<(String, Vec<i16>, Vec<u8>)> {
     let mut history: Vec<Artifact> = Vec::new();
     let mut out = Vec::new();
     for t in 0..TURNS {
-        let mut options = BTreeMap::new();
-        options.insert("return_codes".to_owned(), Value::Bool(true));
         let r = s
             .s2s(&S2sRequest {
                 question: q(client, t),
                 history: history.clone(),
-                options,
+                return_codes: true,
                 s2s: S2sOptions {
                     max_new_tokens: MAX_TOKENS,
                     audio: SamplerConfig::s2s_audio(client as u64),

@@ -7,6 +7,7 @@
 pub mod backend;
 pub mod buffer;
 pub mod context;
+pub mod cpu;
 pub mod dtype;
 pub mod error;
 pub mod gguf;
@@ -26,6 +27,7 @@ pub mod weights;
 pub use backend::{devices, repack_by_default, Backend, DeviceInfo, DeviceKind};
 pub use buffer::{AlignedBytes, BackendBuffer, GraphAllocator, HostMemory};
 pub use context::Context;
+pub use cpu::{cpu_features, cpu_variant};
 pub use dtype::GgmlType;
 pub use error::{ComputeStatus, GgmlError, Result};
 pub use graph::Graph;

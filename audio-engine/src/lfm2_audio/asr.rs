@@ -4,9 +4,13 @@ use std::time::{Duration, Instant};
 
 use crate::ggml::Backend;
 
+use super::conversation::ReplyStep;
 use super::engine::Lfm2Audio;
 use super::error::EngineError;
 use super::prompt::{PromptBuilder, SYSTEM_ASR};
+use super::reply::{ReplyOptions, ReplyRequest};
+use super::sampling::SamplerConfig;
+use super::schedule::Schedule;
 
 /// ASR options.
 #[derive(Debug, Clone)]
@@ -63,17 +67,6 @@ pub struct AsrResult {
     pub timings: AsrTimings,
 }
 
-/// Index of the largest logit (the first one on ties, as `argmax` does).
-pub fn greedy(logits: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &v) in logits.iter().enumerate() {
-        if v > logits[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
 impl Lfm2Audio {
     /// Transcribes a WAV file's bytes.
     pub fn asr_wav(&self, wav: &[u8], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
@@ -88,7 +81,8 @@ impl Lfm2Audio {
         self.asr_on(&backend, samples, opts)
     }
 
-    /// [`Lfm2Audio::asr`] computing on `backend`.
+    /// [`Lfm2Audio::asr`] computing on `backend`: the reply loop every task runs, on a
+    /// text-only schedule with greedy sampling.
     pub(crate) fn asr_on(
         &self,
         backend: &Backend,
@@ -100,71 +94,55 @@ impl Lfm2Audio {
                 "max_new_tokens must be positive".into(),
             ));
         }
-        let t0 = Instant::now();
+        let started = Instant::now();
         let (rows, audio) = self.encode_audio_on(backend, samples)?;
-        let t_enc = t0.elapsed();
-
-        let tok = self.tokenizer();
-        let mut b = PromptBuilder::new(tok);
+        let encode = started.elapsed();
+        let mut b = PromptBuilder::new(self.tokenizer());
         b.system(&opts.system_prompt)
             .audio(rows)
             .end_turn()
             .new_turn("assistant");
-        let prompt_positions = b.len();
-        let prompt = b.finish();
-        let capacity = self.options().context;
-        if prompt_positions + opts.max_new_tokens > capacity {
-            return Err(EngineError::Capacity(format!(
-                "prompt ({prompt_positions} positions) + max_new_tokens ({}) exceed the context \
-                 of {capacity}",
-                opts.max_new_tokens
-            )));
-        }
-        let mut cache = self.new_cache(backend, prompt_positions + opts.max_new_tokens)?;
-        let t1 = Instant::now();
-        let out = self.prefill(&mut cache, &prompt, &audio)?;
-        let t_prefill = t1.elapsed();
-        let mut logits = out
-            .logits
-            .ok_or_else(|| EngineError::Internal("prefill returned no logits".into()))?;
-
-        let sp = self.special_tokens();
-        let t2 = Instant::now();
-        let mut tokens = Vec::new();
-        let stop = loop {
-            let next = greedy(&logits);
-            tokens.push(next);
-            if next == sp.im_end {
-                break StopReason::ImEnd;
-            }
-            if next == sp.audio_start {
-                break StopReason::AudioStart;
-            }
-            if tokens.len() == opts.max_new_tokens {
-                break StopReason::MaxTokens;
-            }
-            logits = self.step_text(&mut cache, next)?;
+        let req = ReplyRequest {
+            prompt: b.finish(),
+            rows: audio,
+            schedule: Schedule::text_only(self.schedule_tokens()),
+            opts: ReplyOptions {
+                max_new_tokens: opts.max_new_tokens,
+                text: SamplerConfig::GREEDY,
+                // why: a text-only schedule draws no frame.
+                audio: SamplerConfig::GREEDY,
+            },
+            started,
+            encode,
         };
-        let text_ids: &[u32] = match stop {
-            StopReason::MaxTokens => &tokens,
-            _ => &tokens[..tokens.len() - 1],
-        };
-        // why: control tokens (reserved ids, chat markup) are not transcript text.
-        let words: Vec<u32> = text_ids
+        let reply = self.run_reply(backend, req, None, &mut |_| true)?;
+        let tokens: Vec<u32> = reply
+            .steps
             .iter()
-            .copied()
-            .filter(|&t| !tok.is_control(t))
-            .collect();
-        let text = tok.decode(&words)?;
+            .map(|s| match s {
+                ReplyStep::Text(t) => Ok(*t),
+                ReplyStep::Frame(_) => Err(EngineError::Invariant(
+                    "a text-only reply holds a frame".into(),
+                )),
+            })
+            .collect::<Result<_, _>>()?;
+        let sp = self.special_tokens();
+        let stop = match tokens.last() {
+            Some(&t) if reply.ended && t == sp.im_end => StopReason::ImEnd,
+            Some(&t) if reply.ended && t == sp.audio_start => StopReason::AudioStart,
+            _ => StopReason::MaxTokens,
+        };
         Ok(AsrResult {
-            text,
+            // why: control tokens (reserved ids, chat markup, the stop token) are left out of
+            // the reply's text, which is the transcript.
+            text: reply.text,
             tokens,
             stop,
-            prompt_positions,
+            prompt_positions: reply.prompt_positions,
             timings: AsrTimings {
-                encode: t_enc,
-                prefill: t_prefill,
-                decode: t2.elapsed(),
+                encode: reply.timings.encode,
+                prefill: reply.timings.prefill,
+                decode: reply.timings.generate,
             },
         })
     }

@@ -46,16 +46,21 @@ pub fn ensure_demo_package(dir: &Path) -> Result<PackagePaths, EngineError> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "demo".into());
     let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-    let io = |what: &str, p: &Path, e: std::io::Error| {
-        EngineError::Internal(format!("{what} {}: {e}", p.display()))
+    let io = |what: &str, p: &Path, e: std::io::Error| EngineError::Demo {
+        what: format!("{what} {}", p.display()),
+        source: Box::new(e),
     };
     let _ = std::fs::remove_dir_all(&tmp);
     let ckpt = tmp.join("checkpoint");
     std::fs::create_dir_all(&ckpt).map_err(|e| io("creating", &ckpt, e))?;
-    write_tiny_checkpoint(&ckpt, DEFAULT_SEED)
-        .map_err(|e| EngineError::Internal(format!("demo checkpoint: {e}")))?;
-    convert(&ckpt, &tmp, DEMO_MODEL, Quant::F32, &mut Quiet)
-        .map_err(|e| EngineError::Internal(format!("demo conversion: {e}")))?;
+    write_tiny_checkpoint(&ckpt, DEFAULT_SEED).map_err(|e| EngineError::Demo {
+        what: "writing the checkpoint".into(),
+        source: Box::new(e),
+    })?;
+    convert(&ckpt, &tmp, DEMO_MODEL, Quant::F32, &mut Quiet).map_err(|e| EngineError::Demo {
+        what: "converting the checkpoint".into(),
+        source: Box::new(e),
+    })?;
     // The checkpoint is only an intermediate.
     let _ = std::fs::remove_dir_all(&ckpt);
     if dir.exists() {

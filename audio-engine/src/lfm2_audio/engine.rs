@@ -23,7 +23,6 @@ use super::error::EngineError;
 use super::features;
 use super::load_error::LoadError;
 use super::package::ModelPackage;
-use super::prompt::PromptPiece;
 use super::tokenizer::Tokenizer;
 use super::weights::WeightFile;
 
@@ -327,11 +326,10 @@ impl Lfm2Audio {
     /// A backend instance of the model's device for one run, with `n_threads` CPU threads (the
     /// model's [`ModelOptions::n_threads`] when `None`).
     pub(crate) fn run_backend(&self, n_threads: Option<usize>) -> Result<Backend, EngineError> {
-        let err = |e: GgmlError| EngineError::Internal(format!("run backend: {e}"));
-        let b = self.inner.backend.new_instance().map_err(err)?;
+        let b = self.inner.backend.new_instance()?;
         if b.is_cpu() {
             let n = n_threads.unwrap_or(self.inner.options.n_threads).max(1);
-            b.set_n_threads(n).map_err(err)?;
+            b.set_n_threads(n)?;
         }
         Ok(b)
     }
@@ -356,59 +354,6 @@ impl Lfm2Audio {
             .encoder
             .encode(backend, mel.data(), mel.n_frames())?;
         Ok((out.n_frames, out.adapter))
-    }
-
-    /// A fresh decode cache for `positions` positions, computing on `backend`.
-    pub(crate) fn new_cache(
-        &self,
-        backend: &Backend,
-        positions: usize,
-    ) -> Result<DecodeCache, EngineError> {
-        Ok(self.inner.backbone.new_cache_on(backend, positions)?)
-    }
-
-    /// Runs the prompt into `cache` in blocks ending at multiples of [`BLOCK_POSITIONS`], and
-    /// returns the last position's outputs (logits included).
-    pub(crate) fn prefill(
-        &self,
-        cache: &mut DecodeCache,
-        prompt: &[PromptPiece],
-        audio_rows: &[f32],
-    ) -> Result<ForwardOutput, EngineError> {
-        let backbone = &self.inner.backbone;
-        let hidden = backbone.config().hidden_size as usize;
-        let mut positions = Vec::new();
-        for piece in prompt {
-            match piece {
-                PromptPiece::Text(ids) => positions.extend(ids.iter().map(|&t| Position::Text(t))),
-                PromptPiece::Audio { first, n } => {
-                    for r in *first..first + n {
-                        let row =
-                            audio_rows
-                                .get(r * hidden..(r + 1) * hidden)
-                                .ok_or_else(|| {
-                                    EngineError::Internal(format!("prompt needs audio row {r}"))
-                                })?;
-                        positions.push(Position::Audio(row));
-                    }
-                }
-            }
-        }
-        prefill_blocks(backbone, cache, &positions)
-    }
-
-    /// One decode step of a text token: its logits.
-    pub(crate) fn step_text(
-        &self,
-        cache: &mut DecodeCache,
-        token: u32,
-    ) -> Result<Vec<f32>, EngineError> {
-        let out = self
-            .inner
-            .backbone
-            .forward(cache, &[Position::Text(token)], Rows::Last, true)?;
-        out.logits
-            .ok_or_else(|| EngineError::Internal("no logits returned".into()))
     }
 }
 

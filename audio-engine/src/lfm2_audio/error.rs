@@ -1,22 +1,32 @@
-//! The errors the LFM2-Audio tasks return: invalid request vs capacity vs load vs internal.
+//! The errors the LFM2-Audio tasks return: invalid request vs capacity vs load vs a failing
+//! stage, each keeping the error it came from as its [`source`](std::error::Error::source).
+
+use crate::ggml::GgmlError;
 
 use super::audio::AudioError;
 use super::backbone::BackboneError;
+use super::depthformer::DepthError;
+use super::detokenizer::DetokenizerError;
 use super::encoder::EncodeError;
 use super::features::FeatureError;
 use super::load_error::LoadError;
+use super::sampling::SampleError;
 use super::tokenizer::TokenizerError;
 
 /// Why a task failed. The variants separate what the caller did wrong (invalid request), what
-/// does not fit (capacity), a model that does not load, and engine failures (internal).
+/// does not fit (capacity), a model that does not load, and the engine stage that failed; a
+/// stage's variant carries that stage's own error as its source.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    /// The request is malformed: unreadable, empty, non-finite or over-long audio, bad options.
+    /// The request is malformed: bad options, artifacts, history, text or lengths.
     #[error("invalid request: {0}")]
     InvalidRequest(String),
     /// The input audio is unusable (a kind of invalid request, kept typed for callers).
     #[error("invalid request: {0}")]
     Audio(#[from] AudioError),
+    /// The samples cannot be turned into features (a kind of invalid request).
+    #[error("invalid request: features: {0}")]
+    Features(#[from] FeatureError),
     /// The request does not fit the context.
     #[error("capacity exceeded: {0}")]
     Capacity(String),
@@ -26,15 +36,80 @@ pub enum EngineError {
     /// The tokenizer metadata is unusable.
     #[error(transparent)]
     Tokenizer(#[from] TokenizerError),
-    /// A compute stage failed.
+    /// The backbone failed (a run that does not fit is [`EngineError::Capacity`] instead).
+    #[error("backbone")]
+    Backbone(#[source] BackboneError),
+    /// The audio encoder or adapter failed.
+    #[error("encoder")]
+    Encoder(#[from] EncodeError),
+    /// The depthformer failed.
+    #[error("depthformer")]
+    Depthformer(#[from] DepthError),
+    /// The detokenizer (vocoder) failed.
+    #[error("detokenizer")]
+    Detokenizer(#[from] DetokenizerError),
+    /// Sampling found no usable logit.
+    #[error("sampling")]
+    Sampling(#[from] SampleError),
+    /// The compute backend could not be set up.
+    #[error("compute backend")]
+    Backend(#[from] GgmlError),
+    /// A generated reply step does not fit the checkpoint's reply format, so its artifact
+    /// cannot be written (the model produced an id its own vocabulary does not have).
+    #[error("reply step {step} cannot be written: {reason}")]
+    ReplyStep {
+        /// Index of the step in the reply.
+        step: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The built-in demo package could not be made.
+    #[cfg(feature = "testkit")]
+    #[error("demo package: {what}")]
+    Demo {
+        /// The step that failed.
+        what: String,
+        /// Its error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The thread generating a streamed reply panicked.
+    #[error("the generation thread panicked")]
+    WorkerPanicked,
+    /// An internal invariant does not hold: a bug in the engine, with no underlying error.
     #[error("internal error: {0}")]
-    Internal(String),
+    Invariant(String),
 }
 
 impl EngineError {
     /// Whether the caller's request was at fault (as opposed to capacity or the engine).
     pub fn is_invalid_request(&self) -> bool {
-        matches!(self, EngineError::InvalidRequest(_) | EngineError::Audio(_))
+        matches!(
+            self,
+            EngineError::InvalidRequest(_) | EngineError::Audio(_) | EngineError::Features(_)
+        )
+    }
+
+    /// Whether the request does not fit the context.
+    pub fn is_capacity(&self) -> bool {
+        matches!(self, EngineError::Capacity(_))
+    }
+
+    /// The message with every cause appended (`outer: cause: cause's cause`), for logs and
+    /// protocol layers that carry one string.
+    pub fn chain(&self) -> String {
+        let mut s = self.to_string();
+        let mut cur: Option<&dyn std::error::Error> = std::error::Error::source(self);
+        while let Some(e) = cur {
+            let msg = e.to_string();
+            // why: `#[error(transparent)]` layers repeat their source's message.
+            if !s.ends_with(&msg) {
+                s.push_str(": ");
+                s.push_str(&msg);
+            }
+            cur = e.source();
+        }
+        s
     }
 }
 
@@ -42,19 +117,7 @@ impl From<BackboneError> for EngineError {
     fn from(e: BackboneError) -> Self {
         match e {
             BackboneError::Capacity { .. } => EngineError::Capacity(e.to_string()),
-            other => EngineError::Internal(format!("backbone: {other}")),
+            other => EngineError::Backbone(other),
         }
-    }
-}
-
-impl From<EncodeError> for EngineError {
-    fn from(e: EncodeError) -> Self {
-        EngineError::Internal(format!("encoder: {e}"))
-    }
-}
-
-impl From<FeatureError> for EngineError {
-    fn from(e: FeatureError) -> Self {
-        EngineError::InvalidRequest(format!("features: {e}"))
     }
 }

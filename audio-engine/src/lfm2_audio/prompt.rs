@@ -1,6 +1,9 @@
 //! Chat prompts as liquid-audio's `ChatState` builds them: each piece tokenized on its own
-//! (so token boundaries never cross a piece), audio-in positions in between.
+//! (so token boundaries never cross a piece), audio-in positions in between; the [`Prompt`] type
+//! every task hands to generation.
 
+use super::backbone::Position;
+use super::error::EngineError;
 use super::tokenizer::Tokenizer;
 
 /// ASR system prompt.
@@ -9,18 +12,126 @@ pub const SYSTEM_ASR: &str = "Perform ASR.";
 pub const SYSTEM_S2S: &str = "Respond with interleaved text and audio.";
 
 /// One stretch of a prompt.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PromptPiece {
-    /// Text token ids.
+    /// Text token ids: markup, a text to speak, or a run of an earlier reply's text steps.
     Text(Vec<u32>),
-    /// `n` audio-in embeddings (rows of the adapter output), taken in order from the request's
-    /// encoded audio, starting at row `first`.
+    /// A question's audio-in positions: rows of the adapter output, taken from the request's
+    /// encoded audio (all questions' rows one after the other).
     Audio {
-        /// First adapter row.
+        /// Which question: 0 for the first, counting the audio pieces before this one.
+        question: usize,
+        /// First adapter row, counting the rows of all questions before this one.
         first: usize,
-        /// Number of rows.
-        n: usize,
+        /// Number of rows (positions).
+        rows: usize,
     },
+    /// An earlier reply's frame, fed back as the sum of its codes' embeddings.
+    Frame(Vec<u32>),
+}
+
+impl PromptPiece {
+    /// Positions the piece takes.
+    pub fn len(&self) -> usize {
+        match self {
+            PromptPiece::Text(ids) => ids.len(),
+            PromptPiece::Audio { rows, .. } => *rows,
+            PromptPiece::Frame(_) => 1,
+        }
+    }
+
+    /// Whether the piece takes no position.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The prompt of one request, the one type every task builds ([`PromptBuilder`] for single
+/// requests, [`ChatMarkup::build`](super::conversation::ChatMarkup::build) for a conversation)
+/// and [`Prompt::positions`] lowers to backbone positions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Prompt {
+    pieces: Vec<PromptPiece>,
+}
+
+impl Prompt {
+    /// A prompt of `pieces`, in order.
+    pub fn from_pieces(pieces: Vec<PromptPiece>) -> Prompt {
+        Prompt { pieces }
+    }
+
+    /// The pieces in order.
+    pub fn pieces(&self) -> &[PromptPiece] {
+        &self.pieces
+    }
+
+    /// Total positions.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(PromptPiece::len).sum()
+    }
+
+    /// Whether the prompt has no position.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Positions other than the questions' audio (text and frames).
+    pub fn text_steps(&self) -> usize {
+        self.len() - self.audio_rows()
+    }
+
+    /// Total audio-in rows (of all questions).
+    pub fn audio_rows(&self) -> usize {
+        self.pieces
+            .iter()
+            .filter_map(|p| match p {
+                PromptPiece::Audio { rows, .. } => Some(*rows),
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// Each frame's position and codes, in increasing position.
+    pub fn frames(&self) -> Vec<(usize, &[u32])> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        for p in &self.pieces {
+            if let PromptPiece::Frame(codes) = p {
+                out.push((pos, codes.as_slice()));
+            }
+            pos += p.len();
+        }
+        out
+    }
+
+    /// The backbone positions of the prompt, audio pieces taking their rows from `rows` (the
+    /// request's adapter output, `hidden` values per row). The only place a prompt becomes
+    /// positions.
+    pub fn positions<'a>(
+        &'a self,
+        rows: &'a [f32],
+        hidden: usize,
+    ) -> Result<Vec<Position<'a>>, EngineError> {
+        let mut out = Vec::with_capacity(self.len());
+        for piece in &self.pieces {
+            match piece {
+                PromptPiece::Text(ids) => out.extend(ids.iter().map(|&t| Position::Text(t))),
+                PromptPiece::Audio { first, rows: n, .. } => {
+                    let need = (first + n) * hidden;
+                    let block = rows.get(first * hidden..need).ok_or_else(|| {
+                        EngineError::Invariant(format!(
+                            "the prompt needs audio rows {first}..{}, the request has {}",
+                            first + n,
+                            rows.len() / hidden.max(1)
+                        ))
+                    })?;
+                    out.extend(block.chunks_exact(hidden).map(Position::Audio));
+                }
+                PromptPiece::Frame(codes) => out.push(Position::Frame(codes)),
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// Builds a prompt piece by piece.
@@ -29,6 +140,7 @@ pub struct PromptBuilder<'t> {
     tok: &'t Tokenizer,
     pieces: Vec<PromptPiece>,
     audio_rows: usize,
+    questions: usize,
 }
 
 impl<'t> PromptBuilder<'t> {
@@ -38,6 +150,7 @@ impl<'t> PromptBuilder<'t> {
             tok,
             pieces: Vec::new(),
             audio_rows: 0,
+            questions: 0,
         };
         b.text("<|startoftext|>");
         b
@@ -63,10 +176,12 @@ impl<'t> PromptBuilder<'t> {
     /// `n` audio-in positions (the next `n` adapter rows).
     pub fn audio(&mut self, n: usize) -> &mut Self {
         self.pieces.push(PromptPiece::Audio {
+            question: self.questions,
             first: self.audio_rows,
-            n,
+            rows: n,
         });
         self.audio_rows += n;
+        self.questions += 1;
         self
     }
 
@@ -80,13 +195,7 @@ impl<'t> PromptBuilder<'t> {
 
     /// Number of positions so far.
     pub fn len(&self) -> usize {
-        self.pieces
-            .iter()
-            .map(|p| match p {
-                PromptPiece::Text(t) => t.len(),
-                PromptPiece::Audio { n, .. } => *n,
-            })
-            .sum()
+        self.pieces.iter().map(PromptPiece::len).sum()
     }
 
     /// Whether the prompt is empty (never, after `new`).
@@ -94,8 +203,10 @@ impl<'t> PromptBuilder<'t> {
         self.len() == 0
     }
 
-    /// The pieces.
-    pub fn finish(self) -> Vec<PromptPiece> {
-        self.pieces
+    /// The prompt.
+    pub fn finish(self) -> Prompt {
+        Prompt {
+            pieces: self.pieces,
+        }
     }
 }

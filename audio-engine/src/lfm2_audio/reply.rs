@@ -16,7 +16,7 @@ use super::conversation::artifact::ReplyStep;
 use super::engine::{prefill_blocks, Lfm2Audio};
 use super::error::EngineError;
 use super::prefill_cache::PrefillCache;
-use super::prompt::PromptPiece;
+use super::prompt::Prompt;
 use super::sampling::{AudioSampler, SamplerConfig};
 use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
 
@@ -74,20 +74,11 @@ pub struct ReplyResult {
     pub timings: ReplyTimings,
 }
 
-/// One prompt position, owned.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Item {
-    Text(u32),
-    /// Row `i` of the request's audio rows.
-    Audio(usize),
-    Frame(Vec<u32>),
-}
-
 /// A prepared reply request.
 #[derive(Debug)]
 pub(crate) struct ReplyRequest {
-    pub items: Vec<Item>,
-    /// Audio-in rows, `hidden` values each.
+    pub prompt: Prompt,
+    /// Audio-in rows of the prompt's questions, `hidden` values each.
     pub rows: Vec<f32>,
     pub schedule: Schedule,
     pub opts: ReplyOptions,
@@ -95,33 +86,47 @@ pub(crate) struct ReplyRequest {
     pub encode: Duration,
 }
 
-/// Flattens prompt pieces into items.
-pub(crate) fn items_of(pieces: &[PromptPiece]) -> Vec<Item> {
-    let mut items = Vec::new();
-    for p in pieces {
-        match p {
-            PromptPiece::Text(ids) => items.extend(ids.iter().map(|&t| Item::Text(t))),
-            PromptPiece::Audio { first, n } => items.extend((*first..first + n).map(Item::Audio)),
-        }
-    }
-    items
-}
-
 /// Text bytes waiting for the rest of a UTF-8 character.
+///
+/// The pieces it returns, joined, equal `String::from_utf8_lossy` of all bytes pushed (each
+/// invalid sequence one U+FFFD, as the tokenizer's `decode` gives), however the bytes were
+/// split: only an incomplete character at the end waits for more.
 #[derive(Default)]
-struct Utf8Pending(Vec<u8>);
+pub(crate) struct Utf8Pending(Vec<u8>);
 
 impl Utf8Pending {
-    /// Appends bytes and returns the longest complete prefix (invalid bytes become U+FFFD).
-    fn push(&mut self, bytes: &[u8]) -> String {
+    /// Appends bytes and returns the text that is final: complete characters, and U+FFFD for
+    /// each invalid sequence.
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
         self.0.extend_from_slice(bytes);
-        let valid = match std::str::from_utf8(&self.0) {
-            Ok(_) => self.0.len(),
-            Err(e) if e.error_len().is_some() => self.0.len(),
-            Err(e) => e.valid_up_to(),
-        };
-        let out: Vec<u8> = self.0.drain(..valid).collect();
-        String::from_utf8_lossy(&out).into_owned()
+        let mut out = String::new();
+        let mut done = 0;
+        loop {
+            match std::str::from_utf8(&self.0[done..]) {
+                Ok(s) => {
+                    out.push_str(s);
+                    done = self.0.len();
+                    break;
+                }
+                Err(e) => {
+                    let valid = done + e.valid_up_to();
+                    out.push_str(&String::from_utf8_lossy(&self.0[done..valid]));
+                    match e.error_len() {
+                        Some(n) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            done = valid + n;
+                        }
+                        None => {
+                            // why: the tail may be the start of a character the next token ends.
+                            done = valid;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.0.drain(..done);
+        out
     }
 
     fn flush(&mut self) -> String {
@@ -152,7 +157,7 @@ impl Lfm2Audio {
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<ReplyResult, EngineError> {
         let ReplyRequest {
-            items,
+            prompt,
             rows,
             mut schedule,
             opts,
@@ -165,32 +170,22 @@ impl Lfm2Audio {
             ));
         }
         let context = self.options().context;
-        if items.len() + opts.max_new_tokens > context {
+        let prompt_len = prompt.len();
+        if prompt_len + opts.max_new_tokens > context {
             return Err(EngineError::Capacity(format!(
-                "prompt ({} positions) + max_new_tokens ({}) exceed the context of {context}",
-                items.len(),
+                "prompt ({prompt_len} positions) + max_new_tokens ({}) exceed the context of \
+                 {context}",
                 opts.max_new_tokens
             )));
         }
         let tok = self.tokenizer();
         let backbone = self.backbone();
         let hidden = backbone.config().hidden_size as usize;
-        let mut cache = backbone.new_cache_on(backend, items.len() + opts.max_new_tokens)?;
+        let mut cache = backbone.new_cache_on(backend, prompt_len + opts.max_new_tokens)?;
 
         // Prefill.
         let t_prefill = Instant::now();
-        let mut positions = Vec::with_capacity(items.len());
-        for it in &items {
-            positions.push(match it {
-                Item::Text(t) => Position::Text(*t),
-                Item::Audio(r) => {
-                    Position::Audio(rows.get(r * hidden..(r + 1) * hidden).ok_or_else(|| {
-                        EngineError::Internal(format!("prompt needs audio row {r}"))
-                    })?)
-                }
-                Item::Frame(codes) => Position::Frame(codes),
-            });
-        }
+        let positions = prompt.positions(&rows, hidden)?;
         let (mut last, resumed): (ForwardOutput, usize) = match prefill_cache {
             Some(pc) => {
                 let out = pc.prefill(backbone, &mut cache, &positions)?;
@@ -205,18 +200,20 @@ impl Lfm2Audio {
         let t_gen = Instant::now();
         let mut text_sampler = AudioSampler::new(opts.text);
         let mut audio_sampler = AudioSampler::new(opts.audio);
-        let mut scratch = self
-            .depthformer()
-            .new_scratch_on(backend)
-            .map_err(depth_err)?;
-        let mut depth = self
-            .depthformer()
-            .session(&mut scratch)
-            .map_err(depth_err)?;
-        let mut detok = self.detokenizer().stream_on(backend);
+        // why: a text-only schedule (ASR) never makes a frame, so it skips the audio state.
+        let speaks = schedule.speaks();
+        let mut scratch = match speaks {
+            true => Some(self.depthformer().new_scratch_on(backend)?),
+            false => None,
+        };
+        let mut depth = match scratch.as_mut() {
+            Some(s) => Some(self.depthformer().session(s)?),
+            None => None,
+        };
+        let mut detok = speaks.then(|| self.detokenizer().stream_on(backend));
         let mut pending = Utf8Pending::default();
         let mut result = ReplyResult {
-            prompt_positions: items.len(),
+            prompt_positions: prompt_len,
             resumed_prefill_steps: resumed,
             ..Default::default()
         };
@@ -240,13 +237,10 @@ impl Lfm2Audio {
             iterations += 1;
             let next_input = match schedule.next() {
                 Modality::Text => {
-                    let logits = last
-                        .logits
-                        .as_deref()
-                        .ok_or_else(|| EngineError::Internal("no logits for a text step".into()))?;
-                    let t = text_sampler
-                        .sample(logits)
-                        .map_err(|e| EngineError::Internal(format!("text sampling: {e}")))?;
+                    let logits = last.logits.as_deref().ok_or_else(|| {
+                        EngineError::Invariant("no logits for a text step".into())
+                    })?;
+                    let t = text_sampler.sample(logits)?;
                     match schedule.text(t) {
                         TextOutcome::Stop => {
                             result.ended = true;
@@ -270,9 +264,12 @@ impl Lfm2Audio {
                     }
                 }
                 Modality::Audio => {
-                    let codes = depth
-                        .frame(&last.hidden, &mut audio_sampler)
-                        .map_err(depth_err)?;
+                    let (Some(depth), Some(detok)) = (depth.as_mut(), detok.as_mut()) else {
+                        return Err(EngineError::Invariant(
+                            "a text-only schedule asked for a frame".into(),
+                        ));
+                    };
+                    let codes = depth.frame(&last.hidden, &mut audio_sampler)?;
                     let codes = schedule.frame(codes);
                     // why: a frame holding the end-of-audio code carries no audio; in codebook 0
                     // it ends the audio, and in a later codebook (random weights sample it) it
@@ -280,9 +277,7 @@ impl Lfm2Audio {
                     // end for the last codebook). Such frames stay reply steps but are silent.
                     let eoa = codes.contains(&self.special_tokens().end_of_audio);
                     if !eoa {
-                        let samples = detok
-                            .push(&codes)
-                            .map_err(|e| EngineError::Internal(format!("detokenizer: {e}")))?;
+                        let samples = detok.push(&codes)?;
                         if !emit(ReplyEvent::Audio(samples), &mut result) {
                             result.steps.push(ReplyStep::Frame(codes));
                             break 'gen;
@@ -313,9 +308,11 @@ impl Lfm2Audio {
         if !tail_text.is_empty() {
             emit(ReplyEvent::Text(tail_text), &mut result);
         }
-        let tail = detok.finish();
-        if !tail.is_empty() {
-            emit(ReplyEvent::Audio(tail), &mut result);
+        if let Some(detok) = detok {
+            let tail = detok.finish();
+            if !tail.is_empty() {
+                emit(ReplyEvent::Audio(tail), &mut result);
+            }
         }
         result.timings.encode = encode;
         result.timings.prefill = prefill;
@@ -323,10 +320,6 @@ impl Lfm2Audio {
         result.timings.total = started.elapsed();
         Ok(result)
     }
-}
-
-fn depth_err(e: super::depthformer::DepthError) -> EngineError {
-    EngineError::Internal(format!("depthformer: {e}"))
 }
 
 /// Work running on a thread whose reply events arrive as they are produced; the thread's own
@@ -374,12 +367,10 @@ impl<T: Send + 'static> EventStream<T> {
         let worker = self
             .worker
             .take()
-            .ok_or_else(|| EngineError::Internal("stream already finished".into()))?;
+            .ok_or_else(|| EngineError::Invariant("stream already finished".into()))?;
         // Drain so the worker never blocks (the channel is unbounded; this only frees memory).
         while self.rx.try_recv().is_ok() {}
-        worker
-            .join()
-            .map_err(|_| EngineError::Internal("the generation thread panicked".into()))
+        worker.join().map_err(|_| EngineError::WorkerPanicked)
     }
 }
 

@@ -8,7 +8,7 @@ use crate::ggml::Backend;
 use super::engine::Lfm2Audio;
 use super::error::EngineError;
 use super::prompt::{PromptBuilder, SYSTEM_S2S};
-use super::reply::{items_of, ReplyOptions, ReplyRequest, ReplyResult, ReplyStream};
+use super::reply::{ReplyOptions, ReplyRequest, ReplyResult, ReplyStream};
 use super::sampling::SamplerConfig;
 use super::schedule::Schedule;
 
@@ -53,7 +53,7 @@ impl Lfm2Audio {
             .new_turn("assistant");
         let (n_text, n_audio) = self.interleave();
         Ok(ReplyRequest {
-            items: items_of(&b.finish()),
+            prompt: b.finish(),
             rows: audio,
             schedule: Schedule::interleaved(self.schedule_tokens(), n_text, n_audio),
             opts: ReplyOptions {

@@ -1,5 +1,5 @@
-//! Which modality each generated step takes, as liquid-audio's `generate_sequential` (ASR, TTS)
-//! and `generate_interleaved` (speech-to-speech) decide it.
+//! Which modality each generated step takes, as liquid-audio's `generate_sequential` (TTS),
+//! `generate_interleaved` (speech-to-speech) and its ASR (text until the turn ends) decide it.
 //!
 //! The schedule is a small state machine kept apart from the model so its rules are testable
 //! on their own: the session asks [`Schedule::next`] what the coming step is, runs the backbone
@@ -41,6 +41,7 @@ pub struct ScheduleTokens {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
+    TextOnly,
     Sequential,
     Interleaved { n_text: usize, n_audio: usize },
 }
@@ -56,7 +57,24 @@ pub struct Schedule {
 }
 
 impl Schedule {
-    /// Sequential (ASR, TTS): text until `<|audio_start|>`, frames until end of audio, then text
+    /// Text only (ASR): text steps until `<|im_end|>` or `<|audio_start|>` (the model wants to
+    /// speak; a transcript stops there), both kept as the last reply step.
+    pub fn text_only(tokens: ScheduleTokens) -> Schedule {
+        Schedule {
+            kind: Kind::TextOnly,
+            tokens,
+            current: Modality::Text,
+            left: 0,
+            text_done: false,
+        }
+    }
+
+    /// Whether the schedule can ask for frames (all but [`Schedule::text_only`]).
+    pub fn speaks(&self) -> bool {
+        self.kind != Kind::TextOnly
+    }
+
+    /// Sequential (TTS): text until `<|audio_start|>`, frames until end of audio, then text
     /// until `<|im_end|>` (which is kept as a reply step).
     pub fn sequential(tokens: ScheduleTokens) -> Schedule {
         Schedule {
@@ -90,6 +108,12 @@ impl Schedule {
     pub fn text(&mut self, token: u32) -> TextOutcome {
         let t = self.tokens;
         match self.kind {
+            Kind::TextOnly => {
+                if token == t.im_end || token == t.audio_start {
+                    return TextOutcome::KeepAndStop;
+                }
+                TextOutcome::Keep
+            }
             Kind::Sequential => {
                 if token == t.im_end {
                     return TextOutcome::KeepAndStop;
@@ -207,5 +231,19 @@ mod tests {
         assert_eq!(s.frame(vec![2048, 1, 1, 1, 1, 1, 1, 1]), vec![2048; 8]);
         assert_eq!(s.next(), Modality::Text);
         assert_eq!(s.text(7), TextOutcome::KeepAndStop);
+    }
+
+    #[test]
+    fn text_only_never_speaks_and_stops_at_im_end_or_audio_start() {
+        for stop in [7, 128] {
+            let mut s = Schedule::text_only(T);
+            assert!(!s.speaks());
+            for t in [300, 301, 5, 2048] {
+                assert_eq!(s.next(), Modality::Text);
+                assert_eq!(s.text(t), TextOutcome::Keep);
+            }
+            assert_eq!(s.text(stop), TextOutcome::KeepAndStop);
+        }
+        assert!(Schedule::sequential(T).speaks());
     }
 }

@@ -21,13 +21,13 @@ use crate::ggml::Backend;
 use super::asr::{AsrOptions, AsrResult};
 use super::audio::ReadOptions;
 use super::conversation::{
-    encode_reply, read_history, validate_for_task, Artifact, ChatMarkup, ChatPiece, HistoryConfig,
-    ReplyFormat, RequestOptions, Task, CONVERSATION_LIMIT,
+    check_artifacts, encode_reply, read_history, Artifact, ChatMarkup, HistoryConfig, ReplyFormat,
+    Task, CONVERSATION_LIMIT,
 };
 use super::engine::Lfm2Audio;
 use super::error::EngineError;
 use super::prefill_cache::PrefillCache;
-use super::reply::{EventStream, Item, ReplyRequest, ReplyResult, ReplyStream};
+use super::reply::{EventStream, ReplyRequest, ReplyResult, ReplyStream};
 use super::reply::{ReplyEvent, ReplyOptions};
 use super::s2s::S2sOptions;
 use super::schedule::Schedule;
@@ -62,8 +62,8 @@ pub struct S2sRequest {
     pub question: Vec<u8>,
     /// Earlier turns, in order: per turn an `lfm2_audio.question` and its `lfm2_audio.reply`.
     pub history: Vec<Artifact>,
-    /// Request options (`return_codes`: bool).
-    pub options: RequestOptions,
+    /// Whether the result returns the reply artifact the next turn sends back as history.
+    pub return_codes: bool,
     /// Generation settings.
     pub s2s: S2sOptions,
 }
@@ -180,7 +180,8 @@ impl Session {
     fn prepare(&self, backend: &Backend, request: &S2sRequest) -> Result<Prepared, EngineError> {
         let started = Instant::now();
         let model = &self.model;
-        let conv = validate_for_task(Task::S2s, &request.history, &request.options)?;
+        let has_history = check_artifacts(Task::S2s, &request.history)?;
+        let return_codes = request.return_codes;
         if request.s2s.max_new_tokens == 0 {
             return Err(EngineError::InvalidRequest(
                 "max_new_tokens must be positive".into(),
@@ -222,20 +223,10 @@ impl Session {
 
         let prompt = markup.build(&format, history.replies(), &question_rows)?;
         history.budget.check_prompt(prompt.len())?;
-        let mut items = Vec::with_capacity(prompt.len());
-        for piece in prompt.into_pieces() {
-            match piece {
-                ChatPiece::Text(ids) => items.extend(ids.into_iter().map(Item::Text)),
-                ChatPiece::Audio { first, rows: n, .. } => {
-                    items.extend((first..first + n).map(Item::Audio))
-                }
-                ChatPiece::Frame(codes) => items.push(Item::Frame(codes)),
-            }
-        }
         let (n_text, n_audio) = model.interleave();
         Ok(Prepared {
             req: ReplyRequest {
-                items,
+                prompt,
                 rows,
                 schedule: Schedule::interleaved(model.schedule_tokens(), n_text, n_audio),
                 opts: ReplyOptions {
@@ -246,10 +237,10 @@ impl Session {
                 started,
                 encode,
             },
-            chunked: conv.has_history || conv.return_codes,
-            return_codes: conv.return_codes,
+            chunked: has_history || return_codes,
+            return_codes,
             format,
-            keep: if conv.has_history || conv.return_codes {
+            keep: if has_history || return_codes {
                 keep
             } else {
                 Vec::new()
@@ -288,8 +279,19 @@ impl Session {
     /// Speaks `text` on the session's backend (as [`Lfm2Audio::tts`]; the conversation caches
     /// are not involved).
     pub fn tts(&mut self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {
+        self.tts_with(text, opts, &mut |_| true)
+    }
+
+    /// [`Session::tts`], handing each event to `sink` as it is produced (return false to stop:
+    /// the result then holds what was produced so far, `ended` false).
+    pub fn tts_with(
+        &mut self,
+        text: &str,
+        opts: &TtsOptions,
+        sink: &mut dyn FnMut(ReplyEvent) -> bool,
+    ) -> Result<ReplyResult, EngineError> {
         let backend = self.backend()?;
-        self.model.tts_on(&backend, text, opts, &mut |_| true)
+        self.model.tts_on(&backend, text, opts, sink)
     }
 
     /// Runs one turn offline.
@@ -317,7 +319,7 @@ impl Session {
     ) -> Result<TurnResult, EngineError> {
         self.reused = p.reused;
         let req = ReplyRequest {
-            items: std::mem::take(&mut p.req.items),
+            prompt: std::mem::take(&mut p.req.prompt),
             rows: std::mem::take(&mut p.req.rows),
             schedule: p.req.schedule.clone(),
             opts: p.req.opts,

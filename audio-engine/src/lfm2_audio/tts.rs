@@ -8,7 +8,7 @@ use crate::ggml::Backend;
 use super::engine::Lfm2Audio;
 use super::error::EngineError;
 use super::prompt::PromptBuilder;
-use super::reply::{items_of, ReplyEvent, ReplyOptions, ReplyRequest, ReplyResult, ReplyStream};
+use super::reply::{ReplyEvent, ReplyOptions, ReplyRequest, ReplyResult, ReplyStream};
 use super::sampling::SamplerConfig;
 use super::schedule::Schedule;
 
@@ -137,7 +137,7 @@ impl Lfm2Audio {
             .end_turn()
             .new_turn("assistant");
         ReplyRequest {
-            items: items_of(&b.finish()),
+            prompt: b.finish(),
             rows: Vec::new(),
             schedule: Schedule::sequential(self.schedule_tokens()),
             opts: ReplyOptions {

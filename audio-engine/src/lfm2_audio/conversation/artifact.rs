@@ -137,7 +137,7 @@ impl ReplyFormat {
             || self.text_vocab_size > i32::MAX as u32
             || self.language.is_empty()
         {
-            return Err(EngineError::Internal(format!(
+            return Err(EngineError::Invariant(format!(
                 "unusable reply format: language {:?}, {} codebooks of {} codes, {} text ids",
                 self.language, self.codebooks, self.audio_vocab_size, self.text_vocab_size
             )));
@@ -216,7 +216,7 @@ impl ReplyFormat {
     }
 }
 
-/// Writes a reply artifact of `steps`. Fails as [`EngineError::Internal`] on a step that does
+/// Writes a reply artifact of `steps`. Fails as [`EngineError::ReplyStep`] on a step that does
 /// not fit `fmt`: the session produced it, so the request is not at fault.
 pub fn encode_reply(
     steps: &[ReplyStep],
@@ -227,7 +227,7 @@ pub fn encode_reply(
     let mut payload = Vec::with_capacity(steps.len() * 4);
     for (i, step) in steps.iter().enumerate() {
         fmt.check_step(step)
-            .map_err(|e| EngineError::Internal(format!("reply step {i} cannot be written: {e}")))?;
+            .map_err(|reason| EngineError::ReplyStep { step: i, reason })?;
         match step {
             // why: check_step bounded ids and codes by vocabulary sizes that fit an int32.
             ReplyStep::Text(id) => payload.extend_from_slice(&(*id as i32).to_le_bytes()),

@@ -27,7 +27,7 @@ pub use artifact::{
 pub use history::{
     check_room, read_history, ConversationBudget, History, HistoryConfig, Turn, CONVERSATION_LIMIT,
 };
-pub use prompt::{ChatMarkup, ChatPiece, ChatPrompt};
+pub use prompt::ChatMarkup;
 
 /// The request option that makes a result return its reply artifact.
 pub const RETURN_CODES: &str = "return_codes";
@@ -78,24 +78,13 @@ pub struct ConversationRequest {
     pub has_history: bool,
 }
 
-/// Checks what a task takes of the conversation protocol, before anything is read: ASR and TTS
-/// turn away `return_codes` (any value) and every `lfm2_audio.*` artifact; S2S turns away
-/// artifacts other than questions and replies and a `return_codes` that is not a boolean.
-/// All are [`EngineError::InvalidRequest`]s. The turns themselves are read by
-/// [`read_history`].
-pub fn validate_for_task(
-    task: Task,
-    artifacts: &[Artifact],
-    options: &RequestOptions,
-) -> Result<ConversationRequest, EngineError> {
+/// Checks a request's artifacts against what `task` takes of the conversation protocol: ASR
+/// and TTS turn away every `lfm2_audio.*` artifact, S2S any but questions and replies (both
+/// [`EngineError::InvalidRequest`]). Returns whether the request carries earlier turns; the
+/// turns themselves are read by [`read_history`].
+pub fn check_artifacts(task: Task, artifacts: &[Artifact]) -> Result<bool, EngineError> {
     match task {
         Task::Asr | Task::Tts => {
-            if options.contains_key(RETURN_CODES) {
-                return Err(EngineError::InvalidRequest(format!(
-                    "option `{RETURN_CODES}` is for s2s; {} does not take it",
-                    task.name()
-                )));
-            }
             // why: a conversation's artifacts sent to another task would be ignored silently.
             if let Some((i, a)) = artifacts
                 .iter()
@@ -109,10 +98,9 @@ pub fn validate_for_task(
                     task.name()
                 )));
             }
-            Ok(ConversationRequest::default())
+            Ok(false)
         }
         Task::S2s => {
-            let return_codes = parse_return_codes(options)?;
             if let Some((i, a)) = artifacts
                 .iter()
                 .enumerate()
@@ -124,10 +112,47 @@ pub fn validate_for_task(
                     a.id
                 )));
             }
-            Ok(ConversationRequest {
-                return_codes,
-                has_history: !artifacts.is_empty(),
-            })
+            Ok(!artifacts.is_empty())
         }
     }
+}
+
+/// For protocol layers that carry the conversation options as a JSON map: checks the map
+/// (s2s takes `return_codes`, a boolean; ASR and TTS take no conversation option; any other
+/// key is unknown) and the artifacts ([`check_artifacts`]), before anything is read. Every
+/// failure is an [`EngineError::InvalidRequest`] naming the option or artifact.
+pub fn validate_for_task(
+    task: Task,
+    artifacts: &[Artifact],
+    options: &RequestOptions,
+) -> Result<ConversationRequest, EngineError> {
+    let takes: &[&str] = match task {
+        Task::S2s => &[RETURN_CODES],
+        Task::Asr | Task::Tts => &[],
+    };
+    if let Some(k) = options.keys().find(|k| !takes.contains(&k.as_str())) {
+        return Err(EngineError::InvalidRequest(if k == RETURN_CODES {
+            format!(
+                "option `{RETURN_CODES}` is for s2s; {} does not take it",
+                task.name()
+            )
+        } else if takes.is_empty() {
+            format!(
+                "unknown option `{k}`: {} takes no conversation option",
+                task.name()
+            )
+        } else {
+            format!(
+                "unknown option `{k}`: {} takes {}",
+                task.name(),
+                takes.join(", ")
+            )
+        }));
+    }
+    let return_codes = parse_return_codes(options)?;
+    let has_history = check_artifacts(task, artifacts)?;
+    Ok(ConversationRequest {
+        return_codes,
+        has_history,
+    })
 }
