@@ -44,6 +44,10 @@ pub struct ModelOptions {
     pub max_audio_seconds: f64,
     /// Positions of the context (prompt + generated steps).
     pub context: usize,
+    /// Repack matrix weights for the CPU's SIMD kernels where ggml has one (`Q4_0` with AVX2,
+    /// ...; see [`Backend::with_weight_repack`]): faster, with other rounding than the plain
+    /// kernels. Default on, off when the environment sets `LFM2_NO_REPACK=1`.
+    pub repack: bool,
 }
 
 impl Default for ModelOptions {
@@ -52,6 +56,7 @@ impl Default for ModelOptions {
             n_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
+            repack: crate::ggml::repack_by_default(),
         }
     }
 }
@@ -155,7 +160,9 @@ impl Lfm2Audio {
     ) -> Result<Lfm2Audio, EngineError> {
         let label = package.paths.label();
         let mmproj_path = package.paths.mmproj.clone();
-        let backend = Backend::best_available().map_err(backend_err(&mmproj_path))?;
+        let backend = Backend::best_available()
+            .map_err(backend_err(&mmproj_path))?
+            .with_weight_repack(options.repack);
         if backend.is_cpu() {
             backend
                 .set_n_threads(options.n_threads.max(1))

@@ -1,5 +1,6 @@
-//! A GGUF file's tensors loaded into one backend buffer, and the name-tree walker components
-//! bind their typed layers with.
+//! A GGUF file's tensors loaded for a backend (on the CPU: matrices repacked for its SIMD
+//! kernels where ggml has one, everything else used in place in the file's mapping; see
+//! [`WeightStore::load`]), and the name-tree walker components bind their typed layers with.
 //!
 //! Every model component (encoder, backbone, depthformer, detokenizer) binds its layers once at
 //! load from a [`WeightFile`] through a [`VarBuilder`]: `vb.pp("blk").pp(3).get("weight", shape,
@@ -14,12 +15,12 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use crate::ggml::gguf::{GgufFile, TensorInfo};
-use crate::ggml::weights::TensorSpec;
+use crate::ggml::weights::{LoadOptions, TensorSpec};
 use crate::ggml::{quant, Backend, GgmlType, Param, WeightStore};
 
 use super::load_error::{LoadError, Result};
 
-/// The tensors of one GGUF file, resident in a backend buffer.
+/// The tensors of one GGUF file, loaded for a backend ([`WeightFile::load_filtered`]).
 pub struct WeightFile {
     file: PathBuf,
     gguf: GgufFile,
@@ -71,8 +72,23 @@ pub fn describe(gguf: &GgufFile) -> Result<WeightStore> {
     })
 }
 
+/// Whether the tensor `name` is a row table of some component: read by `get_rows` (the token
+/// embedding, also the tied text head; the depthformer's code embeddings, also its logits heads;
+/// the audio-code table), so it must stay plain rather than repacked. Every other matrix of
+/// these files is only ever a matrix product's weight (`Backend::compute` refuses any other use
+/// of a repacked one, so a name missing here is a typed error, never a wrong result).
+pub fn is_row_table(name: &str) -> bool {
+    name == super::backbone_config::TOKEN_EMBD
+        || name == super::engine::AUDIO_CODE_TABLE
+        || name.ends_with(".embedding.weight")
+        || name.contains("embd")
+}
+
 impl WeightFile {
-    /// Loads every tensor of `gguf` onto `backend`.
+    /// Loads every tensor of `gguf` onto `backend`: matrices repacked for the CPU's kernels
+    /// where the backend repacks ([`Backend::with_weight_repack`]) and ggml has a kernel for them,
+    /// except row tables ([`is_row_table`]); the rest used in place in the file's mapping on a
+    /// CPU backend, else copied.
     pub fn load(gguf: GgufFile, backend: &Backend) -> Result<WeightFile> {
         WeightFile::load_filtered(gguf, backend, |_| true)
     }
@@ -84,15 +100,20 @@ impl WeightFile {
         keep: impl Fn(&str) -> bool,
     ) -> Result<WeightFile> {
         let file = display_path(&gguf);
+        // why: a file truncated since it was opened would crash the load with SIGBUS.
+        gguf.check_unchanged()?;
         let infos: Vec<&TensorInfo> = gguf.tensors().iter().filter(|t| keep(t.name())).collect();
         let ne: Vec<[i64; 4]> = infos.iter().map(|i| TensorInfo::ne(i)).collect();
-        let store =
-            WeightStore::new(backend, &specs(&infos, &ne, Some(&gguf))).map_err(|source| {
-                LoadError::Backend {
-                    file: file.clone(),
-                    source,
-                }
-            })?;
+        let options = LoadOptions {
+            mapping: gguf.mapping(),
+            may_repack: &|name| !is_row_table(name),
+        };
+        let store = WeightStore::load(backend, &specs(&infos, &ne, Some(&gguf)), options).map_err(
+            |source| LoadError::Backend {
+                file: file.clone(),
+                source,
+            },
+        )?;
         Ok(WeightFile { file, gguf, store })
     }
 
