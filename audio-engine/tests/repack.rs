@@ -15,10 +15,10 @@ use audio_engine::ggml::{
     Backend, Context, GgmlError, GgmlType, GraphAllocator, LoadOptions, TensorSpec, WeightStore,
 };
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::load_error::LoadError;
-use audio_engine::lfm2_audio::package::{PackagePaths, Quant};
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
-use audio_engine::lfm2_audio::weights::{open_gguf, WeightFile};
+use audio_engine::lfm2_audio::internals::load_error::LoadError;
+use audio_engine::lfm2_audio::internals::package::{PackagePaths, Quant};
+use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::weights::{open_gguf, WeightFile};
 use audio_engine::lfm2_audio::{
     ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
 };
@@ -80,7 +80,7 @@ fn q4_0_matrices_land_in_the_extra_buffer_and_the_rest_in_place() {
         // Row tables stay plain.
         for name in on.store().names() {
             let w = on.store().get(name).unwrap();
-            if audio_engine::lfm2_audio::weights::is_row_table(name) {
+            if audio_engine::lfm2_audio::internals::weights::is_row_table(name) {
                 assert!(!w.is_repacked(), "{name} is read by get_rows");
             }
             if w.is_repacked() {
