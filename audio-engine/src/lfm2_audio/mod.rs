@@ -57,7 +57,7 @@ pub use engine::{Lfm2Audio, ModelOptions};
 pub use error::EngineError;
 pub use load_error::LoadError;
 pub use package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
-pub use reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings};
+pub use reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings, StepTimings};
 pub use s2s::S2sOptions;
 pub use sampling::SamplerConfig;
 pub use session::{S2sRequest, Session, SessionOptions, TurnResult, TurnStream};
