@@ -102,6 +102,18 @@ struct Args {
     lengths: Vec<u32>,
 }
 
+/// This program, for the child processes (llama.cpp, the busy core, the package writer).
+///
+/// why `/proc/self/exe` first: it names the running binary's file even after a rebuild
+/// replaced the path (`current_exe` would then give a deleted path, or a different binary).
+fn self_exe() -> Result<PathBuf> {
+    let proc_exe = Path::new("/proc/self/exe");
+    if proc_exe.exists() {
+        return Ok(proc_exe.to_path_buf());
+    }
+    std::env::current_exe().context("locating this program")
+}
+
 fn parse_seconds(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
     if (0.5..=30.0).contains(&v) {
@@ -433,7 +445,17 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
         let r = session
             .s2s(&req)
             .with_context(|| format!("turn {}", t + 1))?;
-        turns.push(Turn::of(&r, meter.stop()));
+        let turn = Turn::of(&r, meter.stop());
+        // Progress on stderr: on a loaded machine a round can take minutes.
+        eprintln!(
+            "  turn {}: prompt {}, resumed {}, total {:.2} s, thread waited {:.2} s",
+            t + 1,
+            turn.prompt,
+            turn.resumed,
+            turn.total,
+            turn.load.wait
+        );
+        turns.push(turn);
         history.push(Artifact {
             id: QUESTION_ID.to_owned(),
             kind: ArtifactKind::Custom,
@@ -565,7 +587,7 @@ fn llama_child(a: &Args, backbone: &Path) -> Result<()> {
 
 fn llama_round(a: &Args, backbone: &Path, lengths: &[usize]) -> Result<LlamaRun> {
     let lens: Vec<String> = lengths.iter().map(|l| l.to_string()).collect();
-    let out = Command::new(std::env::current_exe()?)
+    let out = Command::new(self_exe()?)
         .arg("--llama-child")
         .arg(backbone)
         .arg("--lengths")
@@ -639,7 +661,7 @@ struct BusyCore(Child);
 
 impl BusyCore {
     fn start() -> Result<BusyCore> {
-        let child = Command::new(std::env::current_exe()?)
+        let child = Command::new(self_exe()?)
             .arg("--busy")
             .arg(std::process::id().to_string())
             .stdin(Stdio::null())
@@ -704,7 +726,7 @@ fn main() -> Result<()> {
     if complete(&dir, a.quant).is_none() {
         // why a child: writing takes ~7 GB; in this process it would stay in the peak RSS
         // (VmHWM) and partly in the RSS the bench reports.
-        let status = Command::new(std::env::current_exe()?)
+        let status = Command::new(self_exe()?)
             .arg("--write-package")
             .arg(&dir)
             .arg("--quant")
@@ -883,6 +905,56 @@ fn main() -> Result<()> {
         per_turn_json.push(row);
     }
 
+    // Every round apart: on a shared machine one round can be quiet and the next contended,
+    // and the medians alone would hide which.
+    println!();
+    println!("ours, every round and session apart (times in ms)");
+    println!(
+        "| round | session | turn | prefill | first audio | text step | frame | RTF | total | \
+         thread waited | CPU pressure |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (r, o) in ours.iter().enumerate() {
+        for (si, sess) in o.sessions.iter().enumerate() {
+            for (t, x) in sess.iter().enumerate() {
+                println!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                    r + 1,
+                    si + 1,
+                    t + 1,
+                    ms(Some(x.prefill)),
+                    ms(x.first_audio),
+                    ms(x.text_step),
+                    ms(x.frame),
+                    x.rtf().map_or("–".into(), |v| format!("{v:.3}")),
+                    ms(Some(x.total)),
+                    pct(x.load.wait, x.load.wall),
+                    pressure_pct(&x.load),
+                );
+            }
+        }
+    }
+    if !llama.is_empty() {
+        println!();
+        println!("llama.cpp, every run apart (times in ms)");
+        println!("| run | turn | prompt | prefill | decode | thread waited | CPU pressure |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for (r, l) in llama.iter().enumerate() {
+            for (t, x) in l.lens.iter().enumerate() {
+                println!(
+                    "| {} | {} | {} | {} | {} | {} | {} |",
+                    r + 1,
+                    t + 1,
+                    x.len,
+                    ms(Some(x.prefill)),
+                    ms(Some(x.decode)),
+                    pct(x.load.wait, x.load.wall),
+                    pressure_pct(&x.load),
+                );
+            }
+        }
+    }
+
     // Aggregate throughput (all sessions together).
     let walls: Vec<f64> = ours.iter().map(|o| o.wall).collect();
     let audio_total: f64 = ours[0]
@@ -994,7 +1066,7 @@ fn main() -> Result<()> {
         None => "–",
     };
     println!();
-    println!("targets (issue #12), medians over turns where per turn:");
+    println!("targets (issue #12); a per-turn figure is the median over the turns' medians:");
     println!("| target | measured | |");
     println!("|---|---:|---|");
     let rp1 = r_prefill.first().copied();
