@@ -121,7 +121,7 @@ fn with_timings_of(
     mut r: audio_engine::lfm2_audio::ReplyResult,
     like: &audio_engine::lfm2_audio::ReplyResult,
 ) -> audio_engine::lfm2_audio::ReplyResult {
-    r.timings = like.timings;
+    r.timings = like.timings.clone();
     r
 }
 

@@ -38,7 +38,7 @@ mod tooling;
 
 // The facade: what an application needs, importable from here alone.
 pub use error::EngineError;
-pub use generation::reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings};
+pub use generation::reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings, StepTimings};
 pub use generation::sampling::SamplerConfig;
 pub use io::audio::{
     decode_wav_bytes, decode_wav_file, encode_wav_24k, load_wav_bytes_16k, load_wav_file_16k,

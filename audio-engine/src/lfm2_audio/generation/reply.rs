@@ -41,7 +41,7 @@ pub enum ReplyEvent {
 }
 
 /// Per-stage timings of a reply.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ReplyTimings {
     /// Features, encoder and adapter of the input audio.
     pub encode: Duration,
@@ -53,6 +53,26 @@ pub struct ReplyTimings {
     pub generate: Duration,
     /// The whole request.
     pub total: Duration,
+    /// Each generation step's parts (what `generate` is made of).
+    pub steps: StepTimings,
+}
+
+/// Per-step timings of a reply's generation, in the order the steps ran.
+///
+/// why: a benchmark compares a text step against a plain LLM's decode step and a frame's
+/// backbone and depthformer parts against their own floors; totals hide which part is slow, and
+/// medians need the single steps. Timing reads the clock only, so outputs do not change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepTimings {
+    /// Text steps: sampling the token and the backbone forward of it (a step that ends the
+    /// reply, or the last one `max_new_tokens` allows, runs no forward and is left out).
+    pub text: Vec<Duration>,
+    /// Audio frames: the depthformer (one step per codebook, sampling included).
+    pub depthformer: Vec<Duration>,
+    /// Audio frames: the backbone forward of the frame.
+    pub frame_backbone: Vec<Duration>,
+    /// Audio frames: the detokenizer (codes to 24 kHz samples; end-of-audio frames run none).
+    pub detokenizer: Vec<Duration>,
 }
 
 /// A finished reply.
@@ -235,6 +255,7 @@ impl Lfm2Audio {
                 break;
             }
             iterations += 1;
+            let t_step = Instant::now();
             let next_input = match schedule.next() {
                 Modality::Text => {
                     let logits = last.logits.as_deref().ok_or_else(|| {
@@ -270,6 +291,7 @@ impl Lfm2Audio {
                         ));
                     };
                     let codes = depth.frame(&last.hidden, &mut audio_sampler)?;
+                    result.timings.steps.depthformer.push(t_step.elapsed());
                     let codes = schedule.frame(codes);
                     // why: a frame holding the end-of-audio code carries no audio; in codebook 0
                     // it ends the audio, and in a later codebook (random weights sample it) it
@@ -277,7 +299,9 @@ impl Lfm2Audio {
                     // end for the last codebook). Such frames stay reply steps but are silent.
                     let eoa = codes.contains(&self.special_tokens().end_of_audio);
                     if !eoa {
+                        let t_detok = Instant::now();
                         let samples = detok.push(&codes)?;
+                        result.timings.steps.detokenizer.push(t_detok.elapsed());
                         if !emit(ReplyEvent::Audio(samples), &mut result) {
                             result.steps.push(ReplyStep::Frame(codes));
                             break 'gen;
@@ -289,12 +313,18 @@ impl Lfm2Audio {
                         unreachable!()
                     };
                     let want_logits = schedule.next() == Modality::Text;
+                    let t_backbone = Instant::now();
                     last = backbone.forward(
                         &mut cache,
                         &[Position::Frame(codes)],
                         Rows::Last,
                         want_logits,
                     )?;
+                    result
+                        .timings
+                        .steps
+                        .frame_backbone
+                        .push(t_backbone.elapsed());
                     continue 'gen;
                 }
             };
@@ -303,6 +333,7 @@ impl Lfm2Audio {
             }
             let want_logits = schedule.next() == Modality::Text;
             last = backbone.forward(&mut cache, &[next_input], Rows::Last, want_logits)?;
+            result.timings.steps.text.push(t_step.elapsed());
         }
         let tail_text = pending.flush();
         if !tail_text.is_empty() {

@@ -199,6 +199,11 @@ impl Lfm2Audio {
             all.ended = r.ended;
             all.timings.prefill += r.timings.prefill;
             all.timings.generate += r.timings.generate;
+            let steps = &mut all.timings.steps;
+            steps.text.extend(r.timings.steps.text);
+            steps.depthformer.extend(r.timings.steps.depthformer);
+            steps.frame_backbone.extend(r.timings.steps.frame_backbone);
+            steps.detokenizer.extend(r.timings.steps.detokenizer);
             if stop || !r.ended {
                 break;
             }
