@@ -428,12 +428,10 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
     let mut history: Vec<Artifact> = Vec::new();
     let mut turns = Vec::new();
     for (t, q) in questions.iter().enumerate() {
-        let mut options = BTreeMap::new();
-        options.insert("return_codes".to_owned(), Value::Bool(true));
         let req = S2sRequest {
             question: q.clone(),
             history: history.clone(),
-            options,
+            return_codes: true,
             s2s: S2sOptions {
                 max_new_tokens: a.steps as usize,
                 text: SamplerConfig::GREEDY,

@@ -25,8 +25,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use audio_engine::lfm2_audio::{
-    convert_checkpoint, default_demo_dir, ensure_demo_package, ModelPackage, PackagePaths,
-    Progress, Quant, SamplerConfig,
+    default_demo_dir, ensure_demo_package, ModelPackage, PackagePaths, Quant, SamplerConfig,
 };
 use audio_engine::lfm2_audio::{
     EngineError, Lfm2Audio, ModelOptions, S2sOptions, S2sRequest, Session, SessionOptions,
