@@ -13,98 +13,25 @@
 //!                                                 [--rounds N] [--steps N] [--full-dir DIR]
 //! ```
 //! The full-size package is generated deterministically (seed 11) the first time and cached in
-//! `--full-dir` (default `$TMPDIR/lfm2-audio-full-synthetic-11-<quant>`); writing it takes
-//! minutes and about 7 GB of memory and 7 GB of disk for the intermediate F32 checkpoint.
+//! `--full-dir` (default `$XDG_CACHE_HOME/lfm2-engine/full-synthetic-11-<quant>`, shared with
+//! the `bench` example; see `examples/common/full.rs`); writing it takes minutes and about 7 GB
+//! of memory and 7 GB of disk for the intermediate F32 checkpoint.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use audio_engine::lfm2_audio::convert::{convert, OutType, Progress};
-use audio_engine::lfm2_audio::demo::{default_demo_dir, ensure_demo_package};
-use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
-use audio_engine::lfm2_audio::synthetic::{write_checkpoint, TinyConfig, DEFAULT_SEED};
+use audio_engine::lfm2_audio::{
+    default_demo_dir, ensure_demo_package, ModelPackage, PackagePaths, Quant, SamplerConfig,
+};
 use audio_engine::lfm2_audio::{
     EngineError, Lfm2Audio, ModelOptions, S2sOptions, S2sRequest, Session, SessionOptions,
     TurnResult,
 };
-
-/// The published LFM2-Audio (LFM2.5-Audio-1.5B) dimensions (see LFM2-AUDIO-FACTS.md and
-/// lfm2-audio-hf-state-dict.txt).
-fn full_config() -> TinyConfig {
-    TinyConfig {
-        n_mels: 128,
-        enc_d_model: 512,
-        enc_layers: 17,
-        enc_heads: 8,
-        enc_ff_expansion: 4,
-        enc_conv_kernel: 9,
-        enc_subsampling_channels: 256,
-        vocab_size: 65_536,
-        hidden: 2048,
-        n_layers: 16,
-        attn_layers: vec![2, 5, 8, 10, 12, 14],
-        n_heads: 32,
-        n_kv_heads: 8,
-        // LFM2's block_auto_adjust_ff_dim turns 12288 into the FFN width 8192.
-        intermediate_size: 12_288,
-        conv_l_cache: 3,
-        rope_theta: 1_000_000.0,
-        norm_eps: 1e-5,
-        codebooks: 8,
-        audio_vocab: 2049,
-        depth_layers: 6,
-        depth_dim: 1024,
-        interleaved_n_text: 6,
-        interleaved_n_audio: 12,
-        detok_hidden: 512,
-        detok_layers: 4,
-        detok_attn_layers: vec![2],
-        detok_heads: 8,
-        detok_kv_heads: 8,
-        detok_ff: 2048,
-        detok_vocab: 65_536,
-        detok_sliding_window: 30,
-        detok_rope_theta: 1_000_000.0,
-        n_fft: 1280,
-    }
-}
-
-struct Quiet;
-impl Progress for Quiet {
-    fn tensor(&mut self, _: &Path, _: &str, _: usize, _: usize) {}
-}
-
-const FULL_MODEL: &str = "LFM2-Audio-Synthetic-Full";
-
-/// The full-size package in `dir`, written (checkpoint, then conversion to `quant`) if absent.
-fn ensure_full_package(dir: &Path, quant: OutType) -> Result<PackagePaths> {
-    let paths = PackagePaths::new(dir, FULL_MODEL, quant);
-    let all = [
-        &paths.backbone,
-        &paths.mmproj,
-        &paths.vocoder,
-        &paths.tokenizer,
-    ];
-    if all.iter().all(|p| p.is_file()) {
-        return Ok(paths);
-    }
-    let t0 = Instant::now();
-    let ckpt = dir.join("checkpoint");
-    std::fs::create_dir_all(&ckpt)?;
-    eprintln!("writing the full-size checkpoint to {} ...", ckpt.display());
-    write_checkpoint(&ckpt, &full_config(), DEFAULT_SEED).context("full-size checkpoint")?;
-    eprintln!(
-        "  {:.0} s; converting to {quant:?} ...",
-        t0.elapsed().as_secs_f64()
-    );
-    let p = convert(&ckpt, dir, FULL_MODEL, quant, &mut Quiet).context("conversion")?;
-    std::fs::remove_dir_all(&ckpt)?;
-    eprintln!("  package ready after {:.0} s", t0.elapsed().as_secs_f64());
-    Ok(p)
-}
+use common::full::{default_full_dir, ensure_full_package};
 
 /// A 16 kHz mono WAV: a deterministic integer waveform, different per `i` (about 1.5-2 s).
 fn question(i: usize) -> Vec<u8> {
@@ -350,7 +277,7 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut full, mut rounds, mut steps) = (false, 3usize, None::<usize>);
-    let mut quant = OutType::Q4_0;
+    let mut quant = Quant::Q4_0;
     let mut full_dir: Option<PathBuf> = None;
     let mut demo = true;
     while let Some(a) = args.next() {
@@ -367,10 +294,10 @@ fn main() -> Result<()> {
                     .to_ascii_uppercase()
                     .as_str()
                 {
-                    "F32" => OutType::F32,
-                    "F16" => OutType::F16,
-                    "Q8_0" => OutType::Q8_0,
-                    "Q4_0" => OutType::Q4_0,
+                    "F32" => Quant::F32,
+                    "F16" => Quant::F16,
+                    "Q8_0" => Quant::Q8_0,
+                    "Q4_0" => Quant::Q4_0,
                     q => bail!("unknown quantization {q}"),
                 }
             }
@@ -385,11 +312,7 @@ fn main() -> Result<()> {
         bench("demo", paths, rounds, steps.unwrap_or(300))?;
     }
     if full {
-        let dir = full_dir.unwrap_or_else(|| {
-            std::env::temp_dir().join(format!(
-                "lfm2-audio-full-synthetic-{DEFAULT_SEED}-{quant:?}"
-            ))
-        });
+        let dir = full_dir.unwrap_or_else(|| default_full_dir(quant));
         let paths = ensure_full_package(&dir, quant)?;
         bench(
             &format!("full {quant:?}"),

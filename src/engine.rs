@@ -5,10 +5,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use audio_engine::lfm2_audio::audio::{self, ReadOptions, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE};
 use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
-use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths, Quant};
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::{
+    load_wav_bytes_16k, ModelPackage, PackagePaths, Quant, ReadOptions, SamplerConfig,
+    DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
+};
 use audio_engine::lfm2_audio::{
     AsrOptions, EngineError, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
     SessionOptions, TtsOptions, Voice as EngineVoice,
@@ -21,7 +22,7 @@ pub const OUTPUT_RATE: u32 = OUTPUT_SAMPLE_RATE;
 pub const INPUT_RATE: u32 = INPUT_SAMPLE_RATE;
 /// The longest audio the engine reads in one piece (seconds); the session's own limit
 /// (`lfm2_audio.max_pass_seconds`) is checked before, and is never above this.
-pub const ENGINE_MAX_SECONDS: f64 = audio::DEFAULT_MAX_SECONDS;
+pub const ENGINE_MAX_SECONDS: f64 = DEFAULT_MAX_SECONDS;
 /// Steps a conversation's prompt and max_tokens may take together.
 pub const CONVERSATION_LIMIT: usize = conv::CONVERSATION_LIMIT;
 
@@ -192,8 +193,7 @@ impl Model {
         let read = ReadOptions {
             max_seconds: f64::INFINITY,
         };
-        let samples =
-            audio::load_wav_bytes_16k(wav, &read).map_err(|e| failure(EngineError::Audio(e)))?;
+        let samples = load_wav_bytes_16k(wav, &read).map_err(|e| failure(EngineError::Audio(e)))?;
         let per_chunk = ((seconds * f64::from(INPUT_RATE)).round() as usize).max(1);
         let mut texts = Vec::new();
         for chunk in samples.chunks(per_chunk) {

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{S2sOptions, S2sRequest, Session, SessionOptions};
 use common::*;
 
@@ -25,7 +25,7 @@ fn prefix() -> &'static Path {
             .args(["run", "-q", "-p", "xtask", "--", "install", "--prefix"])
             .arg(&p)
             .arg("--lib-dir")
-            .arg(profile_dir())
+            .arg(built_lib_dir())
             .current_dir(root())
             .output()
             .expect("cargo run -p xtask");

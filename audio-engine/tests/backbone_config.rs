@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter};
 use audio_engine::ggml::GgmlType;
-use audio_engine::lfm2_audio::backbone_config::{
+use audio_engine::lfm2_audio::internals::backbone_config::{
     LayerKind, Lfm2Backbone, Lfm2Config, LoadError, Mixer,
 };
-use audio_engine::lfm2_audio::nn::QkvProjection;
+use audio_engine::lfm2_audio::internals::nn::QkvProjection;
 use audio_engine::llm::LlmModel;
 
 const HIDDEN: u64 = 64;
@@ -161,7 +161,7 @@ fn synthetic_backbone_loads_and_validates() {
     // The typed layers, bound from llama.cpp's names.
     let be = audio_engine::ggml::Backend::cpu().unwrap();
     let unused = b.unused_tensors().unwrap();
-    let bb = audio_engine::lfm2_audio::backbone::Backbone::load(b, &be).unwrap();
+    let bb = audio_engine::lfm2_audio::internals::backbone::Backbone::load(b, &be).unwrap();
     let t = bb.layers();
     assert_eq!(t.token_embd.name(), "token_embd.weight");
     assert_eq!(t.output_norm.weight.name(), "token_embd_norm.weight");

@@ -8,8 +8,8 @@ use audio_engine::ggml::dtype::{quantize_q4_0, quantize_q8_0};
 use audio_engine::ggml::gguf::{GgufValue, GgufWriter};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
 use audio_engine::ggml::{Backend, GgmlType};
-use audio_engine::lfm2_audio::backbone::{Backbone, BackboneError, Position, Rows};
-use audio_engine::lfm2_audio::backbone_config::Lfm2Backbone;
+use audio_engine::lfm2_audio::internals::backbone::{Backbone, BackboneError, Position, Rows};
+use audio_engine::lfm2_audio::internals::backbone_config::Lfm2Backbone;
 
 const HIDDEN: u64 = 64;
 const FF: u64 = 96;
@@ -414,7 +414,7 @@ fn restored_blocks_continue_exactly_like_the_run_that_saved_them() {
 
 #[test]
 fn prefill_cache_restores_shared_blocks_without_changing_bits() {
-    use audio_engine::lfm2_audio::prefill_cache::PrefillCache;
+    use audio_engine::lfm2_audio::internals::prefill_cache::PrefillCache;
     let path = model_path("prefill-cache", GgmlType::F32);
     let bb = ours(&path);
     let a = tokens(700);

@@ -11,8 +11,8 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
     AsrOptions, Lfm2Audio, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TtsOptions,
     Voice,

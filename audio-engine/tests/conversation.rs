@@ -6,15 +6,15 @@
 use std::collections::BTreeMap;
 
 use audio_engine::ggml::gguf::GgufValue;
-use audio_engine::lfm2_audio::audio::{encode_wav_24k, ReadOptions};
 use audio_engine::lfm2_audio::conversation::{
     check_artifacts, check_room, decode_reply, encode_reply, parse_return_codes, read_history,
     validate_for_task, Artifact, ArtifactKind, ChatMarkup, ConversationBudget, HistoryConfig,
     Reply, ReplyFormat, ReplyStep, RequestOptions, Task, CONVERSATION_LIMIT, QUESTION_ID, REPLY_ID,
 };
-use audio_engine::lfm2_audio::error::EngineError;
-use audio_engine::lfm2_audio::prompt::{Prompt, PromptBuilder, PromptPiece, SYSTEM_S2S};
-use audio_engine::lfm2_audio::tokenizer::Tokenizer;
+use audio_engine::lfm2_audio::internals::audio::{encode_wav_24k, ReadOptions};
+use audio_engine::lfm2_audio::internals::error::EngineError;
+use audio_engine::lfm2_audio::internals::prompt::{Prompt, PromptBuilder, PromptPiece, SYSTEM_S2S};
+use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
 use audio_engine::llm::RandomModel;
 use serde_json::{json, Value};
 

@@ -13,11 +13,11 @@ use std::time::Instant;
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter, TensorData};
 use audio_engine::ggml::Backend;
 use audio_engine::lfm2_audio::convert::{convert, Progress};
-use audio_engine::lfm2_audio::depthformer::{DepthError, Depthformer, KEY_ROPE_THETA};
-use audio_engine::lfm2_audio::load_error::LoadError;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
-use audio_engine::lfm2_audio::sampling::{
+use audio_engine::lfm2_audio::internals::depthformer::{DepthError, Depthformer, KEY_ROPE_THETA};
+use audio_engine::lfm2_audio::internals::load_error::LoadError;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::internals::sampling::{
     argmax, AudioSampler, SampleError, SamplerConfig, S2S_AUDIO_TEMPERATURE, S2S_AUDIO_TOP_K,
     TTS_AUDIO_TEMPERATURE, TTS_AUDIO_TOP_K,
 };

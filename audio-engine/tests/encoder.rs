@@ -7,13 +7,13 @@ use audio_engine::ggml::gguf::{GgufFile, GgufWriter};
 use audio_engine::ggml::{Backend, Context, GgmlType, GraphAllocator};
 use audio_engine::lfm2_audio::convert::mmproj::convert_mmproj;
 use audio_engine::lfm2_audio::convert::{ConvertError, HfCheckpoint, Progress};
-use audio_engine::lfm2_audio::encoder::{AudioEncoder, EncoderOutput};
-use audio_engine::lfm2_audio::features::log_mel;
-use audio_engine::lfm2_audio::load_error::LoadError;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::safetensors::{Dtype, SafeTensors, SafeTensorsWriter};
+use audio_engine::lfm2_audio::internals::encoder::{AudioEncoder, EncoderOutput};
+use audio_engine::lfm2_audio::internals::features::log_mel;
+use audio_engine::lfm2_audio::internals::load_error::LoadError;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::safetensors::{Dtype, SafeTensors, SafeTensorsWriter};
+use audio_engine::lfm2_audio::internals::weights::WeightFile;
 use audio_engine::lfm2_audio::synthetic::{tiny_input_signal, write_tiny_checkpoint, DEFAULT_SEED};
-use audio_engine::lfm2_audio::weights::WeightFile;
 
 fn cpu() -> Backend {
     let be = Backend::cpu().expect("CPU backend");

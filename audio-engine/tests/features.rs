@@ -9,11 +9,11 @@ use std::f64::consts::PI;
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
 
-use audio_engine::lfm2_audio::audio::{
+use audio_engine::lfm2_audio::internals::audio::{
     self, decode_wav_bytes, encode_wav_24k, load_wav_bytes_16k, load_wav_file_16k, resample,
     write_wav_file_24k, AudioError, ReadOptions, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
-use audio_engine::lfm2_audio::features::{
+use audio_engine::lfm2_audio::internals::features::{
     frame_count, log_mel, valid_frame_count, FeatureError, LogMelFeatures, MelExtractor, N_MELS,
 };
 

@@ -10,9 +10,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter};
-use audio_engine::lfm2_audio::gguf_keys;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::internals::gguf_keys;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, LoadError, ModelOptions};
 
 /// Written by the vocoder converter of llama.cpp's LFM2.5-Audio runner (PR #18641,

@@ -27,10 +27,10 @@ use std::sync::Mutex;
 use audio_engine::ggml::{cpu_variant, Backend};
 use audio_engine::lfm2_audio::conversation::artifact::ReplyStep;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::detokenizer::{Detokenizer, DetokenizerOptions};
-use audio_engine::lfm2_audio::package::ModelPackage;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::detokenizer::{Detokenizer, DetokenizerOptions};
+use audio_engine::lfm2_audio::internals::package::ModelPackage;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
     AsrOptions, ReplyEvent, ReplyResult, S2sOptions, S2sRequest, Session, SessionOptions,
     TtsOptions, Voice,
@@ -125,7 +125,10 @@ const HEADER: &str = "\
 # its id, a frame -1 then its codes, little-endian i32 each), artifact meta as its JSON text.
 # `ended` values are written as they are.
 #
-# Recorded for the CPU variant the file is named after, with one ggml thread per engine.
+# Recorded for the CPU variant the file is named after, with one ggml thread per engine and the
+# default weight placement: Q4_0 matrices repacked for the CPU's kernels (`CPU_REPACK`), so the
+# q4_0 lines pin the repacked kernels' bits (`LFM2_NO_REPACK=1` computes the plain kernels'
+# other bits; F32 and Q8_0 have no repack kernel on x86_64 and are the same either way).
 # Regenerate (only when an output change is intended, on a machine of that variant) with:
 #   GOLDEN_UPDATE=1 cargo test -p audio-engine --test golden_digests
 ";

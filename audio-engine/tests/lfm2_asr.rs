@@ -6,11 +6,11 @@
 mod common;
 
 use audio_engine::ggml::Backend;
-use audio_engine::lfm2_audio::audio::AudioError;
-use audio_engine::lfm2_audio::backbone::{Backbone, Position, Rows};
-use audio_engine::lfm2_audio::package::ModelPackage;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::prompt::{PromptBuilder, PromptPiece, SYSTEM_ASR};
+use audio_engine::lfm2_audio::internals::audio::AudioError;
+use audio_engine::lfm2_audio::internals::backbone::{Backbone, Position, Rows};
+use audio_engine::lfm2_audio::internals::package::ModelPackage;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::prompt::{PromptBuilder, PromptPiece, SYSTEM_ASR};
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, ModelOptions, StopReason};
 
 use common::lfm2_tiny::{input_signal, reference};
@@ -233,8 +233,8 @@ fn converted_backbone_logits_agree_with_llama_cpp() {
 
 #[test]
 fn frames_embed_as_the_sum_of_their_codebook_rows() {
-    use audio_engine::lfm2_audio::backbone::AudioCodeTable;
-    use audio_engine::lfm2_audio::weights::WeightFile;
+    use audio_engine::lfm2_audio::internals::backbone::AudioCodeTable;
+    use audio_engine::lfm2_audio::internals::weights::WeightFile;
     let paths = package(Quant::F32);
     let pkg = ModelPackage::open_paths(paths.clone()).unwrap();
     let be = Backend::cpu().unwrap();
@@ -246,7 +246,7 @@ fn frames_embed_as_the_sum_of_their_codebook_rows() {
     let size = table.len() / h / ncb;
     let mut bb = Backbone::load(pkg.backbone, &be).unwrap();
     let file = WeightFile::load_filtered(
-        audio_engine::lfm2_audio::weights::open_gguf(&paths.mmproj).unwrap(),
+        audio_engine::lfm2_audio::internals::weights::open_gguf(&paths.mmproj).unwrap(),
         &be,
         |n| n == "a.position_embd.weight",
     )

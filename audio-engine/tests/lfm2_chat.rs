@@ -7,10 +7,10 @@ mod common;
 
 use std::collections::BTreeMap;
 
-use audio_engine::lfm2_audio::backbone::BLOCK_POSITIONS;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::backbone::BLOCK_POSITIONS;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
     EngineError, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
 };

@@ -6,9 +6,9 @@
 mod common;
 
 use audio_engine::lfm2_audio::conversation::artifact::ReplyStep;
-use audio_engine::lfm2_audio::detokenizer::SAMPLES_PER_FRAME;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::detokenizer::SAMPLES_PER_FRAME;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{EngineError, ReplyEvent, S2sOptions, TtsOptions, Voice};
 
 use common::lfm2_tiny::{input_signal, reference, Step};
@@ -121,7 +121,7 @@ fn with_timings_of(
     mut r: audio_engine::lfm2_audio::ReplyResult,
     like: &audio_engine::lfm2_audio::ReplyResult,
 ) -> audio_engine::lfm2_audio::ReplyResult {
-    r.timings = like.timings;
+    r.timings = like.timings.clone();
     r
 }
 

@@ -12,10 +12,10 @@ mod common;
 
 use std::io::Cursor;
 
-use audio_engine::lfm2_audio::audio::{decode_wav_bytes, resample, ReadOptions};
-use audio_engine::lfm2_audio::features::log_mel;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::safetensors::{Dtype, SafeTensors};
+use audio_engine::lfm2_audio::internals::audio::{decode_wav_bytes, resample, ReadOptions};
+use audio_engine::lfm2_audio::internals::features::log_mel;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::safetensors::{Dtype, SafeTensors};
 use audio_engine::lfm2_audio::{AsrOptions, StopReason};
 
 use common::lfm2_tiny::reference;

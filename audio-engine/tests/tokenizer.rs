@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use audio_engine::ggml::gguf::{GgufMetadata, GgufValue, GgufWriter};
 use audio_engine::ggml::llama_vocab::{LlamaVocab, LlamaVocabError};
-use audio_engine::lfm2_audio::tokenizer::{TokenType, Tokenizer, TokenizerError};
+use audio_engine::lfm2_audio::internals::tokenizer::{TokenType, Tokenizer, TokenizerError};
 use audio_engine::llm::RandomModel;
 
 // ---------------------------------------------------------------------------

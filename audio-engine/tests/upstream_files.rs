@@ -9,16 +9,16 @@ mod common;
 use audio_engine::ggml::gguf::{GgufFile, GgufValue};
 use audio_engine::ggml::llama::LlamaModel;
 use audio_engine::ggml::{Backend, GgmlType};
-use audio_engine::lfm2_audio::backbone::Backbone;
-use audio_engine::lfm2_audio::encoder::AudioEncoder;
-use audio_engine::lfm2_audio::engine::AUDIO_CODE_TABLE;
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::package::{
+use audio_engine::lfm2_audio::internals::backbone::Backbone;
+use audio_engine::lfm2_audio::internals::encoder::AudioEncoder;
+use audio_engine::lfm2_audio::internals::engine::AUDIO_CODE_TABLE;
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::package::{
     open_backbone, open_detokenizer, open_mmproj, ModelPackage, PackagePaths,
 };
-use audio_engine::lfm2_audio::sampling::SamplerConfig;
-use audio_engine::lfm2_audio::tokenizer::Tokenizer;
-use audio_engine::lfm2_audio::weights::WeightFile;
+use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
+use audio_engine::lfm2_audio::internals::weights::WeightFile;
 use audio_engine::lfm2_audio::{
     AsrOptions, Lfm2Audio, ModelOptions, ReplyResult, S2sOptions, TtsOptions, Voice,
 };

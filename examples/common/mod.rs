@@ -1,6 +1,8 @@
 //! Helpers shared by the examples (each includes this with `mod common;` and uses part of it).
 #![allow(dead_code)]
 
+pub mod full;
+
 use std::borrow::Cow;
 use std::path::Path;
 

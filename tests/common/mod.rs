@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::demo::ensure_demo_package;
-use audio_engine::lfm2_audio::package::ModelPackage;
+use audio_engine::lfm2_audio::internals::demo::ensure_demo_package;
+use audio_engine::lfm2_audio::internals::package::ModelPackage;
 use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
 
 /// The repository root (the root package's manifest directory).
@@ -24,9 +24,23 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The cdylib cargo built for this test run.
+/// Where cargo put the root package's libraries (cdylib and staticlib) for this test run:
+/// `target/<profile>/deps`. Only `cargo build` copies them up into `target/<profile>`, so a copy
+/// there may be missing (a clean clone running `cargo test`) or stale (an earlier build).
+pub fn built_lib_dir() -> PathBuf {
+    profile_dir().join("deps")
+}
+
+/// A cdylib to test instead of the one of this test run (set before the first [`link_dir`]
+/// call): the valgrind tests use a build for an instruction set valgrind decodes.
+pub static CDYLIB_OVERRIDE: OnceLock<PathBuf> = OnceLock::new();
+
+/// The cdylib cargo built for this test run (or [`CDYLIB_OVERRIDE`]).
 pub fn cdylib() -> PathBuf {
-    let p = profile_dir().join("liblfm2_engine.so");
+    if let Some(p) = CDYLIB_OVERRIDE.get() {
+        return p.clone();
+    }
+    let p = built_lib_dir().join("liblfm2_engine.so");
     assert!(
         p.is_file(),
         "{} is missing (cargo builds it before the tests)",

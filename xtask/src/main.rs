@@ -3,7 +3,7 @@
 //! - `bindings`: regenerate `ggml-sys/src/*.rs` and `llama-sys/src/bindings.rs` (needs libclang).
 //! - `export-tree DIR`: write the patched upstream tree to DIR, for CMake builds without Rust.
 //! - `install --prefix DIR [--debug | --lib-dir DIR]`: build the C library (release unless
-//!   `--debug`; `--lib-dir` takes already built libraries from a `target/<profile>` directory)
+//!   `--debug`; `--lib-dir` takes already built libraries from a directory, e.g. `target/<profile>/deps`)
 //!   and install `lib/libaudiocpp.{so,a}`, `include/audiocpp.h` (+ `lfm2e.h`) and
 //!   `lib/pkgconfig/audiocpp.pc` under DIR.
 

@@ -2,7 +2,7 @@
 
 use std::ffi::{c_int, c_void, CStr, CString};
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use ggml_sys as sys;
 
@@ -137,9 +137,132 @@ pub(crate) struct BackendInner {
 ///
 /// Cloning is cheap (the handle is reference-counted). The handle is `Send` and `Sync`; calls
 /// that use the backend's stream are serialised by an internal lock.
+///
+/// A CPU backend repacks eligible weights loaded with [`WeightStore::load`]
+/// (see [`Backend::with_weight_repack`]).
+///
+/// [`WeightStore::load`]: super::WeightStore::load
 #[derive(Clone)]
 pub struct Backend {
     inner: Arc<BackendInner>,
+    /// Whether weight stores loaded for this handle use the CPU's extra buffer types.
+    repack: bool,
+}
+
+/// Whether weights are repacked unless a backend handle says otherwise
+/// ([`Backend::with_weight_repack`]): true unless the environment variable `LFM2_NO_REPACK` is
+/// set to a non-empty value other than `0` (read once).
+pub fn repack_by_default() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        !matches!(std::env::var("LFM2_NO_REPACK").as_deref(), Ok(v) if !v.is_empty() && v != "0")
+    })
+}
+
+/// The CPU device of ggml's registry.
+fn cpu_device() -> Option<NonNull<sys::ggml_backend_device>> {
+    log::ensure_installed();
+    // SAFETY: the registry is initialised on first use; the CPU device is always registered.
+    NonNull::new(unsafe { sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU) })
+}
+
+/// The CPU backend's extra buffer types (`CPU_REPACK`, and AMX or KleidiAI where built in), in
+/// ggml's order of preference, as `ggml_backend_dev_get_extra_bufts` reports them (llama.cpp's
+/// `make_cpu_buft_list`). Empty when the CPU device offers none.
+pub(crate) fn cpu_extra_buffer_types() -> &'static [BufferType] {
+    static BUFTS: OnceLock<Vec<BufferType>> = OnceLock::new();
+    BUFTS.get_or_init(|| {
+        let Some(dev) = cpu_device() else {
+            return Vec::new();
+        };
+        // SAFETY: `dev` is a registered device.
+        let Some(reg) = NonNull::new(unsafe { sys::ggml_backend_dev_backend_reg(dev.as_ptr()) })
+        else {
+            return Vec::new();
+        };
+        let name = c"ggml_backend_dev_get_extra_bufts";
+        // SAFETY: `reg` is a live registry entry and `name` is NUL-terminated.
+        let p = unsafe { sys::ggml_backend_reg_get_proc_address(reg.as_ptr(), name.as_ptr()) };
+        if p.is_null() {
+            return Vec::new();
+        }
+        type GetExtraBufts =
+            unsafe extern "C" fn(sys::ggml_backend_dev_t) -> *mut sys::ggml_backend_buffer_type_t;
+        // SAFETY: ggml documents this proc address as a `ggml_backend_dev_get_extra_bufts_t`,
+        // i.e. `ggml_backend_buffer_type_t * (*)(ggml_backend_dev_t)`.
+        let get = unsafe { std::mem::transmute::<*mut c_void, GetExtraBufts>(p) };
+        // SAFETY: `dev` is the CPU device the function belongs to; it returns a static,
+        // null-terminated array (or null).
+        let mut list = unsafe { get(dev.as_ptr()) };
+        let mut out = Vec::new();
+        while !list.is_null() {
+            // SAFETY: `list` points into the null-terminated array, not past its terminator.
+            let Some(buft) = NonNull::new(unsafe { *list }) else {
+                break;
+            };
+            out.push(BufferType(buft));
+            // SAFETY: the current entry is not the terminator, so the next one exists.
+            list = unsafe { list.add(1) };
+        }
+        out
+    })
+}
+
+/// Whether `buft` is one of the CPU's extra buffer types (weights in it are laid out for that
+/// type's kernels, not as plain ggml rows).
+pub(crate) fn is_cpu_extra(buft: *mut sys::ggml_backend_buffer_type) -> bool {
+    !buft.is_null()
+        && cpu_extra_buffer_types()
+            .iter()
+            .any(|b| b.0.as_ptr() == buft)
+}
+
+/// The name of buffer type `buft`.
+pub(crate) fn buffer_type_name(buft: BufferType) -> String {
+    // SAFETY: buffer types are static objects of their registry; the name is a static string.
+    c_string(unsafe { sys::ggml_backend_buft_name(buft.0.as_ptr()) }).unwrap_or_default()
+}
+
+/// The first CPU extra buffer type that supports a matrix product with a weight of type `ty`
+/// and shape `ne` as its first operand (llama.cpp's `weight_buft_supported` for `MUL_MAT`):
+/// ggml's own test, against a dummy zero-sized buffer of each type, so it answers for this CPU's
+/// features and the weight's shape (e.g. `Q4_0` rows a multiple of 8 with AVX2).
+pub(crate) fn extra_buffer_for_matmul(ty: GgmlType, ne: [i64; 4]) -> Result<Option<BufferType>> {
+    let bufts = cpu_extra_buffer_types();
+    if bufts.is_empty() {
+        return Ok(None);
+    }
+    let Some(dev) = cpu_device() else {
+        return Ok(None);
+    };
+    let ctx = super::Context::metadata_with_graph(3, 0)?;
+    let w = ctx.new_tensor(ty, &ne)?;
+    let x = ctx.new_tensor(GgmlType::F32, &[ne[0], 512, ne[2], ne[3]])?;
+    let op = ctx.mul_mat(w, x)?;
+    for &buft in bufts {
+        // SAFETY: the buffer type is live; a zero size yields a dummy buffer without memory
+        // (or null on failure).
+        let dummy = unsafe { sys::ggml_backend_buft_alloc_buffer(buft.0.as_ptr(), 0) };
+        if dummy.is_null() {
+            continue;
+        }
+        // SAFETY: `w` is an unallocated tensor of the local context, which only this thread
+        // uses; pointing its buffer at the dummy lets `supports_op` see the buffer type (no
+        // data is read: `w` has none and the query only inspects types and shapes). The field
+        // is reset before the dummy is freed.
+        unsafe { (*w.as_ptr()).buffer = dummy };
+        // SAFETY: the device and the node (with its sources) are live; the query reads metadata.
+        let ok = unsafe { sys::ggml_backend_dev_supports_op(dev.as_ptr(), op.as_ptr()) };
+        // SAFETY: as above; then the dummy buffer, referenced by nothing, is freed once.
+        unsafe {
+            (*w.as_ptr()).buffer = std::ptr::null_mut();
+            sys::ggml_backend_buffer_free(dummy);
+        }
+        if ok {
+            return Ok(Some(buft));
+        }
+    }
+    Ok(None)
 }
 
 impl std::fmt::Debug for Backend {
@@ -175,7 +298,25 @@ impl Backend {
                 is_cpu,
                 buffer_type,
             }),
+            repack: repack_by_default(),
         })
+    }
+
+    /// This handle with weight repacking turned on or off: a CPU backend with it on places each
+    /// weight that [`WeightStore::load`](super::WeightStore::load) may repack, and for which
+    /// ggml's CPU backend has a kernel for this CPU (`Q4_0` with AVX2, ...), in the CPU's
+    /// extra buffer type (`CPU_REPACK`), laid out for that kernel. Faster matrix products; the
+    /// results round differently from the plain kernels. Default: [`repack_by_default`].
+    /// Other clones of the backend keep their setting.
+    pub fn with_weight_repack(mut self, on: bool) -> Backend {
+        self.repack = on;
+        self
+    }
+
+    /// Whether weight stores loaded for this handle repack eligible weights (a CPU backend with
+    /// repacking on).
+    pub fn weight_repack(&self) -> bool {
+        self.repack && self.inner.is_cpu
     }
 
     /// The CPU backend.
@@ -236,7 +377,7 @@ impl Backend {
         // SAFETY: `dev` is a registered device (devices live for the program); null params
         // select the device's defaults; ggml returns null on failure.
         let raw = unsafe { sys::ggml_backend_dev_init(dev.as_ptr(), std::ptr::null()) };
-        Backend::from_raw(raw, self.name())
+        Ok(Backend::from_raw(raw, self.name())?.with_weight_repack(self.repack))
     }
 
     /// The backend's name (e.g. `"CPU"`).
@@ -382,6 +523,9 @@ impl Backend {
             if !aliases && foreign && super::weights::is_read_only(t.as_ptr()) {
                 return Err(GgmlError::ReadOnly { tensor: t.name() });
             }
+            if self.inner.is_cpu && !cpu_extra_buffer_types().is_empty() {
+                check_repacked_sources(&raw, t, aliases)?;
+            }
             // SAFETY: as in `supports_op`.
             let supported = unsafe { sys::ggml_backend_supports_op(raw.as_ptr(), t.as_ptr()) };
             if !supported {
@@ -405,6 +549,69 @@ impl Backend {
         }
         Ok(())
     }
+}
+
+/// Refuses node `t` if one of its sources lies in a CPU extra buffer (a repacked weight, or a
+/// view of one) and the node is not an operation that buffer type computes on it.
+///
+/// why: ggml's CPU backend asks an extra buffer type about a node only for the first four
+/// sources, and answers "supported" for views, reshapes, permutes and transposes whatever their
+/// source; a kernel handed repacked bytes through any of those paths would read them as plain
+/// rows and compute garbage. So a repacked weight may only be the first operand, itself (not a
+/// view), of a node its buffer type supports (a matrix product).
+fn check_repacked_sources(raw: &RawBackend, t: Tensor<'_>, aliases: bool) -> Result<()> {
+    let hdr = t.header();
+    for (i, &src) in hdr.src.iter().enumerate() {
+        if src.is_null() {
+            continue;
+        }
+        // SAFETY: sources of graph members are live for the graph's lifetime; these fields are
+        // only read.
+        let (view_src, own_buffer) = unsafe { ((*src).view_src, (*src).buffer) };
+        let buffer = if view_src.is_null() {
+            own_buffer
+        } else {
+            // SAFETY: a view's source is live as long as the view.
+            unsafe { (*view_src).buffer }
+        };
+        if buffer.is_null() {
+            continue;
+        }
+        // SAFETY: `buffer` is the live buffer holding the source's data.
+        let buft = unsafe { sys::ggml_backend_buffer_get_type(buffer) };
+        if !is_cpu_extra(buft) {
+            continue;
+        }
+        let detail = if aliases {
+            "a view, reshape, permute or transpose of a repacked weight would be read as plain rows"
+        } else if !view_src.is_null() {
+            "the source is a view of a repacked weight, whose bytes are not plain rows"
+        } else if i != 0 {
+            "a repacked weight can only be the first operand"
+        } else {
+            // SAFETY: as in `Backend::supports_op`.
+            let ok = unsafe { sys::ggml_backend_supports_op(raw.as_ptr(), t.as_ptr()) };
+            if ok {
+                continue;
+            }
+            "the buffer type has no kernel for this node"
+        };
+        let weight = if view_src.is_null() { src } else { view_src };
+        let weight = match NonNull::new(weight) {
+            // SAFETY: as above; the handle only reads the tensor's name.
+            Some(w) => unsafe { Tensor::from_raw(w) }.name(),
+            None => String::new(),
+        };
+        let buffer = buffer_type_name(BufferType(
+            NonNull::new(buft).unwrap_or_else(|| unreachable!("checked non-null above")),
+        ));
+        return Err(GgmlError::RepackedWeight {
+            node: t.name(),
+            weight,
+            detail: format!("{} with it in {buffer}: {detail}", t.op_name()),
+        });
+    }
+    Ok(())
 }
 
 fn ne_of(p: *mut sys::ggml_tensor) -> [i64; 4] {

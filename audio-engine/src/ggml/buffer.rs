@@ -21,10 +21,11 @@ use std::sync::{Arc, Mutex};
 
 use ggml_sys as sys;
 
-use super::backend::Backend;
+use super::backend::{Backend, BufferType};
 use super::context::{pad, Context, Retained};
 use super::error::{GgmlError, Result};
 use super::graph::Graph;
+use super::mapped_file::MappedFile;
 use super::tensor::Tensor;
 
 /// Alignment ggml's CPU buffers need (`TENSOR_ALIGNMENT`).
@@ -257,6 +258,61 @@ impl BackendBuffer {
         // `memory` is stored in the buffer and dropped only after the ggml buffer is freed.
         let raw = unsafe { sys::ggml_backend_cpu_buffer_from_ptr(base.cast(), len - offset) };
         BackendBuffer::from_raw(raw, offset, Some(Box::new(memory)), None, "host buffer")
+    }
+
+    /// A buffer of `size` bytes of buffer type `buft` (e.g. one of the CPU's extra buffer types)
+    /// for tensors of `backend`.
+    pub(crate) fn of_type(
+        buft: BufferType,
+        size: usize,
+        backend: &Backend,
+    ) -> Result<BackendBuffer> {
+        if size == 0 {
+            return Err(GgmlError::arg(
+                "BackendBuffer::of_type",
+                "size must be positive",
+            ));
+        }
+        // SAFETY: the buffer type is live (buffer types live as long as their registry); ggml
+        // returns null when the allocation fails.
+        let raw = unsafe { sys::ggml_backend_buft_alloc_buffer(buft.0.as_ptr(), size) };
+        BackendBuffer::from_raw(
+            raw,
+            0,
+            None,
+            Some(backend.clone()),
+            &format!(
+                "{size}-byte {} buffer",
+                super::backend::buffer_type_name(buft)
+            ),
+        )
+    }
+
+    /// A CPU buffer over the whole of a read-only file mapping, which it keeps alive: tensors
+    /// placed in it ([`BackendBuffer::alloc_tensor_at`]) use the file's bytes in place.
+    ///
+    /// Only for weight stores: the pages are mapped read-only, so the buffer's memory must never
+    /// be written. The weight store guarantees that (see [`weights`](super::weights)): its
+    /// tensors refuse writes through handles and `Backend::compute` refuses graphs writing them;
+    /// ggml itself writes into a pointer-backed CPU buffer only through `set_tensor`,
+    /// `memset_tensor`, `cpy_tensor` or `clear`, which this crate never calls on such a buffer.
+    /// A write would fault (`SIGSEGV`), never change the file or another reader's bytes.
+    pub(crate) fn from_mapped_file(map: Arc<MappedFile>) -> Result<BackendBuffer> {
+        let base = map.as_ptr();
+        let len = map.len();
+        if len == 0 || base.align_offset(HOST_ALIGNMENT) != 0 {
+            return Err(GgmlError::arg(
+                "from_mapped_file",
+                format!("{len}-byte mapping is empty or not {HOST_ALIGNMENT}-byte aligned"),
+            ));
+        }
+        // SAFETY: `base` (a mapping's start: page-aligned, so 32-byte aligned as ggml asserts) is
+        // valid for reads of `len` bytes for as long as `map` lives, and `map` is stored in the
+        // buffer and dropped only after the ggml buffer is freed (which does not free the
+        // memory). The memory is never written (see above), so casting away `const` for ggml's
+        // signature grants ggml nothing it uses.
+        let raw = unsafe { sys::ggml_backend_cpu_buffer_from_ptr(base.cast_mut().cast(), len) };
+        BackendBuffer::from_raw(raw, 0, Some(Box::new(map)), None, "mapped file buffer")
     }
 
     fn raw(&self) -> *mut sys::ggml_backend_buffer {

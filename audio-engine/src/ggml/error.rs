@@ -96,6 +96,19 @@ pub enum GgmlError {
         /// The tensor's name.
         tensor: String,
     },
+    /// A node uses a weight repacked for the CPU's SIMD kernels (in an extra buffer type such as
+    /// `CPU_REPACK`) in a way that buffer type does not support: its kernel would read the
+    /// repacked bytes as plain ones. Refused before computing (see
+    /// [`WeightStore::load`](super::WeightStore::load)).
+    #[error("node {node:?} cannot use the repacked weight {weight:?}: {detail}")]
+    RepackedWeight {
+        /// The node's name.
+        node: String,
+        /// The weight's name.
+        weight: String,
+        /// The node's operation, the weight's buffer type and why the use is refused.
+        detail: String,
+    },
     /// Graph computation returned a failure status.
     #[error("graph compute on {backend} {status}")]
     ComputeFailed {

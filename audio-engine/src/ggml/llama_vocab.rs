@@ -1,5 +1,5 @@
 //! A libllama vocabulary loaded on its own (`vocab_only`): llama.cpp's own tokenizer, used as the
-//! reference the Rust tokenizer (`crate::lfm2_audio::tokenizer`) is checked against.
+//! reference the Rust tokenizer (`crate::lfm2_audio::text::tokenizer`) is checked against.
 //!
 //! libllama throws C++ exceptions (which abort across FFI) for token ids out of range, so every
 //! call checks ids first and returns [`LlamaVocabError`] instead.

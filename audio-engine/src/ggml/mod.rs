@@ -24,7 +24,7 @@ pub mod quant;
 pub mod tensor;
 pub mod weights;
 
-pub use backend::{devices, Backend, DeviceInfo, DeviceKind};
+pub use backend::{devices, repack_by_default, Backend, DeviceInfo, DeviceKind};
 pub use buffer::{AlignedBytes, BackendBuffer, GraphAllocator, HostMemory};
 pub use context::Context;
 pub use cpu::{cpu_features, cpu_variant};
@@ -35,4 +35,4 @@ pub use log::{set_log_callback, LogLevel};
 pub use mapped_file::MappedFile;
 pub use ops::{GluOp, Precision, RopeMode, RopeParams, UnaryOp};
 pub use tensor::Tensor;
-pub use weights::{Param, TensorSpec, WeightStore};
+pub use weights::{LoadOptions, Param, Placement, TensorSpec, WeightStore};

@@ -234,10 +234,21 @@ impl<'ctx> Tensor<'ctx> {
             None => hdr.buffer,
         };
         if root_buffer.is_null() {
-            Ok(Storage::Host(hdr.data.cast()))
-        } else {
-            Ok(Storage::Backend)
+            return Ok(Storage::Host(hdr.data.cast()));
         }
+        // SAFETY: `root_buffer` is the live buffer holding the tensor's data.
+        let buft = unsafe { sys::ggml_backend_buffer_get_type(root_buffer) };
+        if super::backend::is_cpu_extra(buft) {
+            // why: an extra buffer type's bytes are laid out for its kernels, and it has no
+            // `get_tensor` (ggml would call a null function); weights in it are never written.
+            return Err(GgmlError::IncompatibleTensor {
+                tensor: self.name(),
+                detail: "its data is repacked for the CPU's kernels and cannot be read or \
+                         written as plain bytes"
+                    .into(),
+            });
+        }
+        Ok(Storage::Backend)
     }
 
     fn check_range(self, offset: usize, len: usize) -> Result<()> {

@@ -3,15 +3,15 @@
 
 use crate::ggml::GgmlError;
 
-use super::audio::AudioError;
-use super::backbone::BackboneError;
-use super::depthformer::DepthError;
-use super::detokenizer::DetokenizerError;
-use super::encoder::EncodeError;
-use super::features::FeatureError;
-use super::load_error::LoadError;
-use super::sampling::SampleError;
-use super::tokenizer::TokenizerError;
+use crate::lfm2_audio::generation::sampling::SampleError;
+use crate::lfm2_audio::io::audio::AudioError;
+use crate::lfm2_audio::model::backbone::BackboneError;
+use crate::lfm2_audio::model::depthformer::DepthError;
+use crate::lfm2_audio::model::detokenizer::DetokenizerError;
+use crate::lfm2_audio::model::encoder::EncodeError;
+use crate::lfm2_audio::model::features::FeatureError;
+use crate::lfm2_audio::model::load_error::LoadError;
+use crate::lfm2_audio::text::tokenizer::TokenizerError;
 
 /// Why a task failed. The variants separate what the caller did wrong (invalid request), what
 /// does not fit (capacity), a model that does not load, and the engine stage that failed; a

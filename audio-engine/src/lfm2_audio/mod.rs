@@ -2,71 +2,104 @@
 //!
 //! Applications use the names re-exported here: [`Lfm2Audio`] (a loaded model: ASR, TTS, S2S,
 //! offline or streamed), [`Session`] (multi-turn S2S with caches), the options, requests,
-//! results and streams, [`Voice`], the WAV helpers and the errors. With feature `convert`, the
-//! checkpoint converter (`convert_checkpoint`); with `testkit`, the built-in demo package
-//! (`load_demo`).
+//! results and streams, [`Voice`], the WAV helpers and the errors; protocol layers (the C ABI,
+//! the HTTP server) also use [`conversation`], the multi-turn protocol's artifacts and checks.
+//! With feature `convert`, the checkpoint converter ([`convert`], `convert_checkpoint`); with
+//! `testkit`, the built-in demo package (`load_demo`) and synthetic checkpoints (`synthetic`).
+//!
+//! Inside, the modules are private and grouped by role:
+//!
+//! | module | role |
+//! |---|---|
+//! | `model` | the loaded engine and its components: features, encoder, backbone + decode cache, depthformer, detokenizer; shared `nn` blocks; typed weights bound once at load |
+//! | `text` | tokenizer, the one prompt type |
+//! | `generation` | the one generation loop, schedules, sampling, event streams |
+//! | `tasks` | ASR, TTS, one-shot S2S |
+//! | `session` | multi-turn sessions: the conversation protocol, prefill-block cache, encoder-output reuse |
+//! | `io` | WAV in and out, the four-file package |
+//! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
 //! Nothing here touches raw pointers: every `unsafe` block of the engine lives in
 //! [`crate::ggml`], which states why each is sound.
 #![forbid(unsafe_code)]
+// why: the components' inspection methods (cache sizes, sampler state, table shapes) are public
+// for the integration tests, which reach them through `internals` (feature `testkit`); in a
+// default build nothing outside the private modules can call them.
+#![cfg_attr(not(feature = "testkit"), allow(dead_code))]
 
-pub mod asr;
-pub mod audio;
-pub mod backbone;
-pub mod backbone_config;
-pub mod conversation;
-#[cfg(feature = "convert")]
-pub mod convert;
-#[cfg(feature = "testkit")]
-pub mod demo;
-pub mod depthformer;
-pub mod detokenizer;
-pub mod encoder;
-pub mod engine;
-pub mod error;
-pub mod features;
-pub mod gguf_keys;
-pub mod load_error;
-pub mod nn;
-pub mod package;
-pub mod prefill_cache;
-pub mod prompt;
-pub mod reply;
-pub mod s2s;
-#[cfg(feature = "convert")]
-pub mod safetensors;
-pub mod sampling;
-pub mod schedule;
-pub mod session;
-#[cfg(feature = "testkit")]
-pub mod synthetic;
-pub mod tokenizer;
-pub mod tts;
-pub mod vocoder_config;
-pub mod weights;
+mod error;
+mod generation;
+mod io;
+mod model;
+mod session;
+mod tasks;
+mod text;
+mod tooling;
 
-// The facade: what an application needs, importable from here alone (the modules above stay
-// public for the tests while the layout is reworked; see /ARCHITECTURE.md).
-pub use asr::{AsrOptions, AsrResult, AsrTimings, StopReason};
-pub use audio::{
-    decode_wav_bytes, decode_wav_file, encode_wav_24k, write_wav_f32, write_wav_file_24k,
-    AudioError, MonoAudio, ReadOptions, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
-};
-pub use conversation::{Artifact, ArtifactKind, RequestOptions, QUESTION_ID, RETURN_CODES};
-pub use engine::{Lfm2Audio, ModelOptions};
+// The facade: what an application needs, importable from here alone.
 pub use error::EngineError;
-pub use load_error::LoadError;
-pub use package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
-pub use reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings};
-pub use s2s::S2sOptions;
-pub use sampling::SamplerConfig;
+pub use generation::reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings, StepTimings};
+pub use generation::sampling::SamplerConfig;
+pub use io::audio::{
+    decode_wav_bytes, decode_wav_file, encode_wav_24k, load_wav_bytes_16k, load_wav_file_16k,
+    write_wav_f32, write_wav_file_24k, AudioError, MonoAudio, ReadOptions, DEFAULT_MAX_SECONDS,
+    INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
+};
+pub use io::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
+pub use model::engine::{Lfm2Audio, ModelOptions};
+pub use model::load_error::LoadError;
+pub use session::conversation::{
+    Artifact, ArtifactKind, RequestOptions, QUESTION_ID, REPLY_ID, RETURN_CODES,
+};
 pub use session::{S2sRequest, Session, SessionOptions, TurnResult, TurnStream};
-pub use tts::{TtsOptions, Voice};
+pub use tasks::asr::{AsrOptions, AsrResult, AsrTimings, StopReason};
+pub use tasks::s2s::S2sOptions;
+pub use tasks::tts::{TtsOptions, Voice};
 
+/// The multi-turn protocol for layers that carry it over the wire: reply artifacts (bytes and
+/// meta), reading a request's history, the 8192-step conversation limit, and the per-task
+/// checks of options and artifacts.
+pub use session::conversation;
+
+/// The checkpoint converter (feature `convert`): Hugging Face LFM2-Audio checkpoint -> the four
+/// GGUF files.
+#[cfg(feature = "convert")]
+pub use tooling::convert;
 /// The checkpoint converter's entry point ([`convert::convert`]), named for the facade.
 #[cfg(feature = "convert")]
-pub use convert::convert as convert_checkpoint;
+pub use tooling::convert::convert as convert_checkpoint;
 #[cfg(feature = "convert")]
-pub use convert::{ConvertError, NoProgress, Progress};
+pub use tooling::convert::{ConvertError, NoProgress, Progress};
 #[cfg(feature = "testkit")]
-pub use demo::{default_demo_dir, ensure_demo_package, load_demo, DEMO_MODEL};
+pub use tooling::demo::{default_demo_dir, ensure_demo_package, load_demo, DEMO_MODEL};
+/// Deterministic synthetic checkpoints in the published layout (feature `testkit`).
+#[cfg(feature = "testkit")]
+pub use tooling::synthetic;
+
+/// The engine's modules under their former flat names, for this workspace's integration tests
+/// and benches (feature `testkit`): they reach into components (a backbone forward, a
+/// detokenizer stream, the tokenizer) that applications do not need. Not a stable API.
+#[cfg(feature = "testkit")]
+#[doc(hidden)]
+pub mod internals {
+    /// The errors (`lfm2_audio::error`).
+    pub mod error {
+        pub use super::super::error::*;
+    }
+    pub use super::generation::{reply, sampling, schedule};
+    pub use super::io::{audio, package};
+    pub use super::model::backbone::config as backbone_config;
+    pub use super::model::detokenizer::config as vocoder_config;
+    pub use super::model::{
+        backbone, depthformer, detokenizer, encoder, engine, features, gguf_keys, load_error, nn,
+        weights,
+    };
+    /// Sessions (`lfm2_audio::session`).
+    pub mod session {
+        pub use super::super::session::*;
+    }
+    pub use super::session::{conversation, prefill_cache};
+    pub use super::tasks::{asr, s2s, tts};
+    pub use super::text::{prompt, tokenizer};
+    pub use super::tooling::{convert, demo, safetensors, synthetic};
+}

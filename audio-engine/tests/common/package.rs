@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use audio_engine::lfm2_audio::convert::{convert, Progress};
-use audio_engine::lfm2_audio::package::Quant;
-use audio_engine::lfm2_audio::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
 
 use super::lfm2_tiny::checkpoint_dir;

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use audio_engine::ggml::gguf::GgufFile;
-use audio_engine::lfm2_audio::package::PackagePaths;
-use audio_engine::lfm2_audio::package::Quant;
+use audio_engine::lfm2_audio::internals::package::PackagePaths;
+use audio_engine::lfm2_audio::internals::package::Quant;
 use serde_json::Value;
 
 use super::lfm2_tiny::reference;

@@ -38,6 +38,16 @@ pub enum GgufErrorKind {
         /// Bytes left in the file.
         available: u64,
     },
+    /// The file changed size after it was mapped (truncated by another process): loading from
+    /// the mapping would crash with `SIGBUS`.
+    #[error("the file changed after it was opened ({mapped} bytes mapped): {cause}")]
+    FileChanged {
+        /// Bytes mapped at open.
+        mapped: u64,
+        /// What the check found.
+        #[source]
+        cause: io::Error,
+    },
     /// The file does not start with `GGUF`.
     #[error("not a GGUF file: magic is \"{}\", expected \"GGUF\"", .found.escape_ascii())]
     BadMagic {

@@ -3,12 +3,14 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::error::{GgufError, GgufErrorKind, Result};
 use super::metadata::GgufMetadata;
 use super::reader;
 use super::value::{FromGgufValue, GgufArray, GgufValue};
 use crate::ggml::dtype::{self, GgmlType};
+use crate::ggml::mapped_file::MappedFile;
 
 /// Where a tensor's data lives and how to interpret it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +97,8 @@ impl TensorInfo {
 }
 
 enum Storage {
-    Mapped(memmap2::Mmap),
+    /// Shared with weight stores that use tensors in place (see [`GgufFile::mapping`]).
+    Mapped(Arc<MappedFile>),
     Owned(Vec<u8>),
 }
 
@@ -141,7 +144,8 @@ impl GgufFile {
     ///
     /// The mapping is read-only and shared: tensor data is paged in on demand and
     /// never copied. As with any mapping, the file must not be truncated or
-    /// modified by another process while this value lives.
+    /// modified by another process while this value (or a weight store using
+    /// the mapping) lives; see [`MappedFile`]'s truncation policy.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile> {
         let path = path.as_ref();
         Self::open_inner(path).map_err(|e| e.with_path(path))
@@ -154,9 +158,7 @@ impl GgufFile {
             // Mapping an empty file fails on some platforms; it is invalid anyway.
             Storage::Owned(Vec::new())
         } else {
-            // SAFETY: the map is read-only and private to this value; the
-            // documented contract is that the file is not modified meanwhile.
-            Storage::Mapped(unsafe { memmap2::Mmap::map(&file)? })
+            Storage::Mapped(MappedFile::map_shared(&file)?)
         };
         let mut gguf = Self::from_storage(storage)?;
         gguf.path = Some(path.to_owned());
@@ -200,6 +202,31 @@ impl GgufFile {
     /// Absolute offset of the data section.
     pub fn data_offset(&self) -> u64 {
         self.data_offset
+    }
+
+    /// The file's memory mapping (`None` for [`from_bytes`](Self::from_bytes)): tensor data
+    /// slices ([`tensor_data`](Self::tensor_data)) lie inside it, and a
+    /// [`WeightStore`](crate::ggml::WeightStore) given it uses them in place.
+    pub fn mapping(&self) -> Option<&Arc<MappedFile>> {
+        match &self.storage {
+            Storage::Mapped(m) => Some(m),
+            Storage::Owned(_) => None,
+        }
+    }
+
+    /// Fails with [`FileChanged`](GgufErrorKind::FileChanged) if the mapped file has become
+    /// shorter than it was when opened (touching the lost pages would raise `SIGBUS`; see
+    /// [`MappedFile`]). In-memory files always pass.
+    pub fn check_unchanged(&self) -> Result<()> {
+        match &self.storage {
+            Storage::Mapped(m) => m.check_unchanged().map_err(|e| {
+                self.err(GgufErrorKind::FileChanged {
+                    mapped: m.len() as u64,
+                    cause: e,
+                })
+            }),
+            Storage::Owned(_) => Ok(()),
+        }
     }
 
     /// The whole file.

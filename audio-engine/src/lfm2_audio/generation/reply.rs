@@ -1,0 +1,455 @@
+//! Generating a reply: text tokens and audio frames on one schedule, the frames decoded to
+//! 24 kHz audio as they come, delivered as events (streaming) and as a whole (offline).
+//!
+//! Offline and streamed replies run the same code: the offline call collects the events a
+//! stream would deliver, so for a fixed seed both give the same text, audio and steps, bit for
+//! bit.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::sampling::{AudioSampler, SamplerConfig};
+use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
+use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::model::backbone::{ForwardOutput, Position, Rows};
+use crate::lfm2_audio::model::engine::{prefill_blocks, Lfm2Audio};
+use crate::lfm2_audio::session::conversation::artifact::ReplyStep;
+use crate::lfm2_audio::session::prefill_cache::PrefillCache;
+use crate::lfm2_audio::text::prompt::Prompt;
+
+/// Generation settings of one reply.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReplyOptions {
+    /// Most steps (text tokens and frames) to generate, the ending `<|im_end|>` included.
+    pub max_new_tokens: usize,
+    /// Text sampling (default greedy).
+    pub text: SamplerConfig,
+    /// Audio sampling.
+    pub audio: SamplerConfig,
+}
+
+/// Something a reply produced, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplyEvent {
+    /// Text became available (whole UTF-8 characters; control tokens are left out).
+    Text(String),
+    /// 24 kHz mono samples became final.
+    Audio(Vec<f32>),
+}
+
+/// Per-stage timings of a reply.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplyTimings {
+    /// Features, encoder and adapter of the input audio.
+    pub encode: Duration,
+    /// Prompt prefill.
+    pub prefill: Duration,
+    /// From the request's start to the first audio samples.
+    pub first_audio: Option<Duration>,
+    /// Generation (backbone steps, depthformer, detokenizer).
+    pub generate: Duration,
+    /// The whole request.
+    pub total: Duration,
+    /// Each generation step's parts (what `generate` is made of).
+    pub steps: StepTimings,
+}
+
+/// Per-step timings of a reply's generation, in the order the steps ran.
+///
+/// why: a benchmark compares a text step against a plain LLM's decode step and a frame's
+/// backbone and depthformer parts against their own floors; totals hide which part is slow, and
+/// medians need the single steps. Timing reads the clock only, so outputs do not change.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StepTimings {
+    /// Text steps: sampling the token and the backbone forward of it (a step that ends the
+    /// reply, or the last one `max_new_tokens` allows, runs no forward and is left out).
+    pub text: Vec<Duration>,
+    /// Audio frames: the depthformer (one step per codebook, sampling included).
+    pub depthformer: Vec<Duration>,
+    /// Audio frames: the backbone forward of the frame.
+    pub frame_backbone: Vec<Duration>,
+    /// Audio frames: the detokenizer (codes to 24 kHz samples; end-of-audio frames run none).
+    pub detokenizer: Vec<Duration>,
+}
+
+/// A finished reply.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ReplyResult {
+    /// The reply's text (control tokens left out).
+    pub text: String,
+    /// 24 kHz mono samples.
+    pub audio: Vec<f32>,
+    /// Every step generated, as the generator yielded it (text ids, frames incl. end of audio).
+    pub steps: Vec<ReplyStep>,
+    /// False when the reply was cut (max_new_tokens, an early stream finish).
+    pub ended: bool,
+    /// Prompt positions.
+    pub prompt_positions: usize,
+    /// Positions the prefill restored from kept blocks instead of running them.
+    pub resumed_prefill_steps: usize,
+    /// Timings.
+    pub timings: ReplyTimings,
+}
+
+/// A prepared reply request.
+#[derive(Debug)]
+pub(crate) struct ReplyRequest {
+    pub prompt: Prompt,
+    /// Audio-in rows of the prompt's questions, `hidden` values each.
+    pub rows: Vec<f32>,
+    pub schedule: Schedule,
+    pub opts: ReplyOptions,
+    pub started: Instant,
+    pub encode: Duration,
+}
+
+/// Text bytes waiting for the rest of a UTF-8 character.
+///
+/// The pieces it returns, joined, equal `String::from_utf8_lossy` of all bytes pushed (each
+/// invalid sequence one U+FFFD, as the tokenizer's `decode` gives), however the bytes were
+/// split: only an incomplete character at the end waits for more.
+#[derive(Default)]
+pub(crate) struct Utf8Pending(Vec<u8>);
+
+impl Utf8Pending {
+    /// Appends bytes and returns the text that is final: complete characters, and U+FFFD for
+    /// each invalid sequence.
+    pub(crate) fn push(&mut self, bytes: &[u8]) -> String {
+        self.0.extend_from_slice(bytes);
+        let mut out = String::new();
+        let mut done = 0;
+        loop {
+            match std::str::from_utf8(&self.0[done..]) {
+                Ok(s) => {
+                    out.push_str(s);
+                    done = self.0.len();
+                    break;
+                }
+                Err(e) => {
+                    let valid = done + e.valid_up_to();
+                    out.push_str(&String::from_utf8_lossy(&self.0[done..valid]));
+                    match e.error_len() {
+                        Some(n) => {
+                            out.push(char::REPLACEMENT_CHARACTER);
+                            done = valid + n;
+                        }
+                        None => {
+                            // why: the tail may be the start of a character the next token ends.
+                            done = valid;
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+        self.0.drain(..done);
+        out
+    }
+
+    fn flush(&mut self) -> String {
+        let out = String::from_utf8_lossy(&self.0).into_owned();
+        self.0.clear();
+        out
+    }
+}
+
+impl Lfm2Audio {
+    pub(crate) fn schedule_tokens(&self) -> ScheduleTokens {
+        let s = self.special_tokens();
+        ScheduleTokens {
+            im_end: s.im_end,
+            audio_start: s.audio_start,
+            text_end: s.text_end,
+            end_of_audio: s.end_of_audio,
+        }
+    }
+
+    /// Runs a reply: prefill (through `prefill_cache` when given), then the schedule's steps,
+    /// each event handed to `sink` (which returns false to stop early).
+    pub(crate) fn run_reply(
+        &self,
+        backend: &crate::ggml::Backend,
+        req: ReplyRequest,
+        prefill_cache: Option<&mut PrefillCache>,
+        sink: &mut dyn FnMut(ReplyEvent) -> bool,
+    ) -> Result<ReplyResult, EngineError> {
+        let ReplyRequest {
+            prompt,
+            rows,
+            mut schedule,
+            opts,
+            started,
+            encode,
+        } = req;
+        if opts.max_new_tokens == 0 {
+            return Err(EngineError::InvalidRequest(
+                "max_new_tokens must be positive".into(),
+            ));
+        }
+        let context = self.options().context;
+        let prompt_len = prompt.len();
+        if prompt_len + opts.max_new_tokens > context {
+            return Err(EngineError::Capacity(format!(
+                "prompt ({prompt_len} positions) + max_new_tokens ({}) exceed the context of \
+                 {context}",
+                opts.max_new_tokens
+            )));
+        }
+        let tok = self.tokenizer();
+        let backbone = self.backbone();
+        let hidden = backbone.config().hidden_size as usize;
+        let mut cache = backbone.new_cache_on(backend, prompt_len + opts.max_new_tokens)?;
+
+        // Prefill.
+        let t_prefill = Instant::now();
+        let positions = prompt.positions(&rows, hidden)?;
+        let (mut last, resumed): (ForwardOutput, usize) = match prefill_cache {
+            Some(pc) => {
+                let out = pc.prefill(backbone, &mut cache, &positions)?;
+                (out, pc.resumed_prefill_steps())
+            }
+            None => (prefill_blocks(backbone, &mut cache, &positions)?, 0),
+        };
+        drop(positions);
+        let prefill = t_prefill.elapsed();
+
+        // Generation.
+        let t_gen = Instant::now();
+        let mut text_sampler = AudioSampler::new(opts.text);
+        let mut audio_sampler = AudioSampler::new(opts.audio);
+        // why: a text-only schedule (ASR) never makes a frame, so it skips the audio state.
+        let speaks = schedule.speaks();
+        let mut scratch = match speaks {
+            true => Some(self.depthformer().new_scratch_on(backend)?),
+            false => None,
+        };
+        let mut depth = match scratch.as_mut() {
+            Some(s) => Some(self.depthformer().session(s)?),
+            None => None,
+        };
+        let mut detok = speaks.then(|| self.detokenizer().stream_on(backend));
+        let mut pending = Utf8Pending::default();
+        let mut result = ReplyResult {
+            prompt_positions: prompt_len,
+            resumed_prefill_steps: resumed,
+            ..Default::default()
+        };
+        let mut emit = |ev: ReplyEvent, result: &mut ReplyResult| -> bool {
+            match &ev {
+                ReplyEvent::Text(t) => result.text.push_str(t),
+                ReplyEvent::Audio(a) => {
+                    if result.timings.first_audio.is_none() && !a.is_empty() {
+                        result.timings.first_audio = Some(started.elapsed());
+                    }
+                    result.audio.extend_from_slice(a);
+                }
+            }
+            sink(ev)
+        };
+        let mut iterations = 0;
+        'gen: loop {
+            if iterations == opts.max_new_tokens {
+                break;
+            }
+            iterations += 1;
+            let t_step = Instant::now();
+            let next_input = match schedule.next() {
+                Modality::Text => {
+                    let logits = last.logits.as_deref().ok_or_else(|| {
+                        EngineError::Invariant("no logits for a text step".into())
+                    })?;
+                    let t = text_sampler.sample(logits)?;
+                    match schedule.text(t) {
+                        TextOutcome::Stop => {
+                            result.ended = true;
+                            break 'gen;
+                        }
+                        outcome => {
+                            result.steps.push(ReplyStep::Text(t));
+                            if !tok.is_control(t) {
+                                let piece = pending.push(tok.token_bytes(t)?);
+                                if !piece.is_empty() && !emit(ReplyEvent::Text(piece), &mut result)
+                                {
+                                    break 'gen;
+                                }
+                            }
+                            if outcome == TextOutcome::KeepAndStop {
+                                result.ended = true;
+                                break 'gen;
+                            }
+                            Position::Text(t)
+                        }
+                    }
+                }
+                Modality::Audio => {
+                    let (Some(depth), Some(detok)) = (depth.as_mut(), detok.as_mut()) else {
+                        return Err(EngineError::Invariant(
+                            "a text-only schedule asked for a frame".into(),
+                        ));
+                    };
+                    let codes = depth.frame(&last.hidden, &mut audio_sampler)?;
+                    result.timings.steps.depthformer.push(t_step.elapsed());
+                    let codes = schedule.frame(codes);
+                    // why: a frame holding the end-of-audio code carries no audio; in codebook 0
+                    // it ends the audio, and in a later codebook (random weights sample it) it
+                    // has no detokenizer row (liquid-audio's table would be indexed past its
+                    // end for the last codebook). Such frames stay reply steps but are silent.
+                    let eoa = codes.contains(&self.special_tokens().end_of_audio);
+                    if !eoa {
+                        let t_detok = Instant::now();
+                        let samples = detok.push(&codes)?;
+                        result.timings.steps.detokenizer.push(t_detok.elapsed());
+                        if !emit(ReplyEvent::Audio(samples), &mut result) {
+                            result.steps.push(ReplyStep::Frame(codes));
+                            break 'gen;
+                        }
+                    }
+                    result.steps.push(ReplyStep::Frame(codes));
+                    // why: the frame goes back into the backbone below; the step borrows it.
+                    let ReplyStep::Frame(codes) = result.steps.last().expect("just pushed") else {
+                        unreachable!()
+                    };
+                    let want_logits = schedule.next() == Modality::Text;
+                    let t_backbone = Instant::now();
+                    last = backbone.forward(
+                        &mut cache,
+                        &[Position::Frame(codes)],
+                        Rows::Last,
+                        want_logits,
+                    )?;
+                    result
+                        .timings
+                        .steps
+                        .frame_backbone
+                        .push(t_backbone.elapsed());
+                    continue 'gen;
+                }
+            };
+            if iterations == opts.max_new_tokens {
+                break;
+            }
+            let want_logits = schedule.next() == Modality::Text;
+            last = backbone.forward(&mut cache, &[next_input], Rows::Last, want_logits)?;
+            result.timings.steps.text.push(t_step.elapsed());
+        }
+        let tail_text = pending.flush();
+        if !tail_text.is_empty() {
+            emit(ReplyEvent::Text(tail_text), &mut result);
+        }
+        if let Some(detok) = detok {
+            let tail = detok.finish();
+            if !tail.is_empty() {
+                emit(ReplyEvent::Audio(tail), &mut result);
+            }
+        }
+        result.timings.encode = encode;
+        result.timings.prefill = prefill;
+        result.timings.generate = t_gen.elapsed();
+        result.timings.total = started.elapsed();
+        Ok(result)
+    }
+}
+
+/// Work running on a thread whose reply events arrive as they are produced; the thread's own
+/// result comes back at the end.
+pub(crate) struct EventStream<T: Send + 'static> {
+    rx: mpsc::Receiver<ReplyEvent>,
+    cancel: Arc<AtomicBool>,
+    worker: Option<JoinHandle<T>>,
+}
+
+impl<T: Send + 'static> EventStream<T> {
+    /// Starts `job` on a worker thread; it reports events through the sink it is given, which
+    /// says to stop once the stream is finished early.
+    pub(crate) fn spawn(
+        job: impl FnOnce(&mut dyn FnMut(ReplyEvent) -> bool) -> T + Send + 'static,
+    ) -> EventStream<T> {
+        let (tx, rx) = mpsc::channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let stop = cancel.clone();
+        let worker = std::thread::spawn(move || {
+            let mut sink = |ev: ReplyEvent| tx.send(ev).is_ok() && !stop.load(Ordering::Relaxed);
+            job(&mut sink)
+        });
+        EventStream {
+            rx,
+            cancel,
+            worker: Some(worker),
+        }
+    }
+
+    pub(crate) fn next_event(&mut self) -> Option<ReplyEvent> {
+        self.rx.recv().ok()
+    }
+
+    pub(crate) fn finish(mut self) -> Result<T, EngineError> {
+        self.cancel.store(true, Ordering::Relaxed);
+        self.join()
+    }
+
+    pub(crate) fn wait(mut self) -> Result<T, EngineError> {
+        self.join()
+    }
+
+    fn join(&mut self) -> Result<T, EngineError> {
+        let worker = self
+            .worker
+            .take()
+            .ok_or_else(|| EngineError::Invariant("stream already finished".into()))?;
+        // Drain so the worker never blocks (the channel is unbounded; this only frees memory).
+        while self.rx.try_recv().is_ok() {}
+        worker.join().map_err(|_| EngineError::WorkerPanicked)
+    }
+}
+
+impl<T: Send + 'static> Drop for EventStream<T> {
+    fn drop(&mut self) {
+        if self.worker.is_some() {
+            self.cancel.store(true, Ordering::Relaxed);
+            let _ = self.join();
+        }
+    }
+}
+
+/// A reply being generated on a worker thread; events arrive as they are produced.
+pub struct ReplyStream {
+    inner: EventStream<Result<ReplyResult, EngineError>>,
+}
+
+impl std::fmt::Debug for ReplyStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplyStream").finish_non_exhaustive()
+    }
+}
+
+impl ReplyStream {
+    /// Starts `job` on a worker thread; it reports events through the sink it is given.
+    pub(crate) fn spawn(
+        job: impl FnOnce(&mut dyn FnMut(ReplyEvent) -> bool) -> Result<ReplyResult, EngineError>
+            + Send
+            + 'static,
+    ) -> ReplyStream {
+        ReplyStream {
+            inner: EventStream::spawn(job),
+        }
+    }
+
+    /// The next event, waiting for it; `None` once the reply is over.
+    pub fn next_event(&mut self) -> Option<ReplyEvent> {
+        self.inner.next_event()
+    }
+
+    /// Stops generation if it is still running (the reply is then cut: `ended` is false) and
+    /// returns the whole result: everything generated, including events not yet pulled.
+    pub fn finish(self) -> Result<ReplyResult, EngineError> {
+        self.inner.finish()?
+    }
+
+    /// Waits for the reply to end on its own and returns the whole result.
+    pub fn wait(self) -> Result<ReplyResult, EngineError> {
+        self.inner.wait()?
+    }
+}

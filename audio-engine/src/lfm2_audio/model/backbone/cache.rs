@@ -1,0 +1,320 @@
+//! The backbone's decode cache: attention K/V rows and conv tails of one conversation.
+//!
+//! The cache is owned by the engine, not by libllama, so the session can copy and restore it
+//! block by block (multi-turn prefill reuse). On the CPU its memory is a lazily zeroed anonymous
+//! mapping wrapped as a ggml CPU buffer: capacity that was never written never becomes resident,
+//! so a large context costs only what a conversation has used.
+//!
+//! Layout (ggml order), per attention layer `K`, `V`: `[head_dim * kv_heads, capacity]`, one row
+//! per position, so the rows of a 256-position block are one contiguous byte range. Per conv
+//! layer: `[L - 1, hidden]`, the last `L - 1` inputs of its depthwise convolution (its whole
+//! recurrent state).
+
+use crate::ggml::lazy_memory::{resident_bytes, LazyZeroed};
+use crate::ggml::{Backend, BackendBuffer, Context, GgmlType, GraphAllocator, Tensor};
+
+use super::config::{LayerKind, Lfm2Config};
+use super::BackboneError;
+
+/// Positions per prefill block: blocks start at multiples of this, and the multi-turn session
+/// reuses whole blocks.
+pub const BLOCK_POSITIONS: usize = 256;
+
+/// Which cache tensors a layer has.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LayerSlot {
+    /// Indices of K and V in the cache context's tensor list.
+    Attention { k: usize, v: usize },
+    /// Index of the conv tail.
+    Conv { state: usize },
+}
+
+/// Attention K/V rows and conv tails for up to `capacity` positions of one sequence, with the
+/// compute state its runs use: the backend they compute on and the graph allocator whose buffer
+/// holds their intermediate tensors.
+pub struct DecodeCache {
+    backend: Backend,
+    alloc: GraphAllocator,
+    ctx: Context,
+    buffer: BackendBuffer,
+    slots: Vec<LayerSlot>,
+    capacity: usize,
+    len: usize,
+    /// Address and length of the lazily zeroed mapping (CPU only), for residency queries.
+    mapping: Option<(usize, usize)>,
+    kv_row_bytes: Vec<usize>,
+}
+
+impl std::fmt::Debug for DecodeCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecodeCache")
+            .field("capacity", &self.capacity)
+            .field("len", &self.len)
+            .field("bytes", &self.buffer.size())
+            .finish()
+    }
+}
+
+impl DecodeCache {
+    /// A cache for `capacity` positions (rounded up to whole blocks) of a model with `cfg`.
+    ///
+    /// On a CPU backend the memory is a lazily zeroed mapping; elsewhere a backend buffer whose
+    /// conv tails are zeroed.
+    pub fn new(
+        cfg: &Lfm2Config,
+        backend: &Backend,
+        capacity: usize,
+    ) -> Result<DecodeCache, BackboneError> {
+        if capacity == 0 {
+            return Err(BackboneError::Capacity {
+                needed: 1,
+                capacity: 0,
+            });
+        }
+        let capacity = capacity.div_ceil(BLOCK_POSITIONS) * BLOCK_POSITIONS;
+        let n_layers = cfg.num_hidden_layers as usize;
+        let ctx = Context::metadata_with_graph(2 * n_layers, 0)?;
+        let h = i64::from(cfg.hidden_size);
+        let tail = i64::from(cfg.conv_L_cache.saturating_sub(1)).max(1);
+        let mut slots = Vec::with_capacity(n_layers);
+        let mut kv_row_bytes = Vec::with_capacity(n_layers);
+        let mut n = 0usize;
+        let mut bytes = 0usize;
+        for il in 0..n_layers {
+            match cfg.layer_kind(il) {
+                LayerKind::Attention => {
+                    let row = i64::from(cfg.head_dim) * i64::from(cfg.num_key_value_heads[il]);
+                    let k = ctx.new_tensor_2d(GgmlType::F32, row, capacity as i64)?;
+                    k.set_name(&format!("cache_k_l{il}"))?;
+                    let v = ctx.new_tensor_2d(GgmlType::F32, row, capacity as i64)?;
+                    v.set_name(&format!("cache_v_l{il}"))?;
+                    bytes += k.nbytes() + v.nbytes();
+                    slots.push(LayerSlot::Attention { k: n, v: n + 1 });
+                    kv_row_bytes.push(row as usize * 4);
+                    n += 2;
+                }
+                LayerKind::Conv => {
+                    let s = ctx.new_tensor_2d(GgmlType::F32, tail, h)?;
+                    s.set_name(&format!("cache_conv_l{il}"))?;
+                    bytes += s.nbytes();
+                    slots.push(LayerSlot::Conv { state: n });
+                    kv_row_bytes.push(0);
+                    n += 1;
+                }
+            }
+        }
+        // why: each tensor is padded to the buffer's alignment; 256 bytes per tensor is ample.
+        let size = bytes + 256 * (n + 1);
+        let (buffer, mapping) = if backend.is_cpu() {
+            let mem = LazyZeroed::new(size).map_err(|e| BackboneError::CacheMemory {
+                bytes: size,
+                reason: e.to_string(),
+            })?;
+            let mapping = (mem.addr(), mem.len());
+            let buffer = BackendBuffer::from_host_memory(mem)?;
+            for t in ctx.tensors() {
+                buffer.alloc_tensor(&ctx, t)?;
+            }
+            (buffer, Some(mapping))
+        } else {
+            (ctx.alloc_tensors(backend)?, None)
+        };
+        let mut cache = DecodeCache {
+            backend: backend.clone(),
+            alloc: GraphAllocator::new(backend)?,
+            ctx,
+            buffer,
+            slots,
+            capacity,
+            len: 0,
+            mapping,
+            kv_row_bytes,
+        };
+        if cache.mapping.is_none() {
+            cache.zero_conv_tails()?;
+        }
+        Ok(cache)
+    }
+
+    /// Positions the cache can hold (a multiple of [`BLOCK_POSITIONS`]).
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Positions written so far: the next position to run.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing has been written since creation or the last [`DecodeCache::clear`].
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Bytes of memory the cache spans (resident or not).
+    pub fn size_bytes(&self) -> usize {
+        self.buffer.size()
+    }
+
+    /// Bytes of the cache's mapping that are resident in RAM (CPU caches only; `None` for
+    /// device memory).
+    pub fn resident_bytes(&self) -> Option<usize> {
+        let (addr, len) = self.mapping?;
+        resident_bytes(addr, len).ok()
+    }
+
+    /// Forgets every position: the next run starts a new sequence at position 0.
+    ///
+    /// K/V rows are not touched (a run only reads rows it or an earlier run of the same sequence
+    /// wrote); the conv tails are zeroed because a sequence's convolution starts from zeros.
+    pub fn clear(&mut self) -> Result<(), BackboneError> {
+        self.zero_conv_tails()?;
+        self.len = 0;
+        Ok(())
+    }
+
+    fn zero_conv_tails(&mut self) -> Result<(), BackboneError> {
+        let tensors = self.ctx.tensors();
+        for slot in &self.slots {
+            if let LayerSlot::Conv { state } = *slot {
+                tensors[state].set_zero()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The backend the cache's runs compute on.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The allocator of the runs' graphs.
+    pub(crate) fn allocator(&self) -> &GraphAllocator {
+        &self.alloc
+    }
+
+    /// Marks `n` more positions as written (after a successful run).
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.len += n;
+    }
+
+    /// The tensor handles of the cache, in slot-index order.
+    pub(crate) fn tensors(&self) -> Vec<Tensor<'_>> {
+        self.ctx.tensors()
+    }
+
+    /// Per-layer slots.
+    pub(crate) fn slots(&self) -> &[LayerSlot] {
+        &self.slots
+    }
+
+    /// Bytes of one K (or V) row of layer `il` (0 for conv layers).
+    pub(crate) fn kv_row_bytes(&self, il: usize) -> usize {
+        self.kv_row_bytes[il]
+    }
+
+    /// A host copy of what the block ending at the cache's current length wrote: the K/V rows
+    /// of its [`BLOCK_POSITIONS`] positions and the conv tails after it. The length must be a
+    /// positive multiple of [`BLOCK_POSITIONS`] (call it right after a block-aligned prefill).
+    pub fn save_last_block(&self) -> Result<CacheBlock, BackboneError> {
+        let len = self.len;
+        if len == 0 || len % BLOCK_POSITIONS != 0 {
+            return Err(BackboneError::Input(format!(
+                "a block can be saved only at a block boundary; the cache holds {len} positions"
+            )));
+        }
+        let start = len - BLOCK_POSITIONS;
+        let tensors = self.ctx.tensors();
+        let mut layers = Vec::with_capacity(self.slots.len());
+        for (il, slot) in self.slots.iter().enumerate() {
+            layers.push(match *slot {
+                LayerSlot::Attention { k, v } => {
+                    let row = self.kv_row_bytes[il];
+                    let mut kb = vec![0u8; row * BLOCK_POSITIONS];
+                    let mut vb = vec![0u8; row * BLOCK_POSITIONS];
+                    tensors[k].read_bytes(start * row, &mut kb)?;
+                    tensors[v].read_bytes(start * row, &mut vb)?;
+                    SavedLayer::Attention { k: kb, v: vb }
+                }
+                LayerSlot::Conv { state } => SavedLayer::Conv {
+                    tail: tensors[state].get_bytes()?,
+                },
+            });
+        }
+        Ok(CacheBlock { start, layers })
+    }
+
+    /// Writes a saved block back: the cache must hold exactly the positions before it. The
+    /// cache then holds what running the block would have left, byte for byte.
+    pub fn restore_block(&mut self, block: &CacheBlock) -> Result<(), BackboneError> {
+        if block.start != self.len {
+            return Err(BackboneError::Input(format!(
+                "block starts at {}, the cache holds {} positions",
+                block.start, self.len
+            )));
+        }
+        if block.start + BLOCK_POSITIONS > self.capacity {
+            return Err(BackboneError::Capacity {
+                needed: block.start + BLOCK_POSITIONS,
+                capacity: self.capacity,
+            });
+        }
+        if block.layers.len() != self.slots.len() {
+            return Err(BackboneError::CacheMismatch);
+        }
+        let tensors = self.ctx.tensors();
+        for (il, (slot, saved)) in self.slots.iter().zip(&block.layers).enumerate() {
+            match (*slot, saved) {
+                (LayerSlot::Attention { k, v }, SavedLayer::Attention { k: kb, v: vb }) => {
+                    let row = self.kv_row_bytes[il];
+                    if kb.len() != row * BLOCK_POSITIONS || vb.len() != kb.len() {
+                        return Err(BackboneError::CacheMismatch);
+                    }
+                    tensors[k].set_bytes(block.start * row, kb)?;
+                    tensors[v].set_bytes(block.start * row, vb)?;
+                }
+                (LayerSlot::Conv { state }, SavedLayer::Conv { tail }) => {
+                    if tail.len() != tensors[state].nbytes() {
+                        return Err(BackboneError::CacheMismatch);
+                    }
+                    tensors[state].set_bytes(0, tail)?;
+                }
+                _ => return Err(BackboneError::CacheMismatch),
+            }
+        }
+        self.len += BLOCK_POSITIONS;
+        Ok(())
+    }
+}
+
+/// One layer's part of a saved block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SavedLayer {
+    Attention { k: Vec<u8>, v: Vec<u8> },
+    Conv { tail: Vec<u8> },
+}
+
+/// A host copy of one prefill block's cache writes (see [`DecodeCache::save_last_block`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheBlock {
+    start: usize,
+    layers: Vec<SavedLayer>,
+}
+
+impl CacheBlock {
+    /// First position of the block.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Host bytes the copy takes.
+    pub fn size_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| match l {
+                SavedLayer::Attention { k, v } => k.len() + v.len(),
+                SavedLayer::Conv { tail } => tail.len(),
+            })
+            .sum()
+    }
+}

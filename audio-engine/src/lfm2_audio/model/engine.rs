@@ -1,0 +1,404 @@
+//! The loaded LFM2-Audio model: the four GGUF files on one device, shared by `Arc`.
+//!
+//! [`Lfm2Audio`] is cheap to clone, `Send + Sync` and holds only immutable state: the weights
+//! bound into typed layers, the configs and the tokenizer, with no lock. Everything a run writes
+//! belongs to the run: each task call (and each [`Session`](crate::lfm2_audio::Session)) computes on a
+//! backend instance of its own ([`Backend::new_instance`]: its own threads and work buffer) and
+//! owns its decode cache (lazily zeroed, so a large context costs nothing until used),
+//! depthformer scratch, detokenizer stream and graph allocators. So any number of calls and
+//! sessions on one model compute at the same time.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::ggml::{Backend, GgmlError};
+
+use super::backbone::BLOCK_POSITIONS;
+use super::backbone::{AudioCodeTable, Backbone, DecodeCache, ForwardOutput, Position, Rows};
+use super::depthformer::Depthformer;
+use super::detokenizer::Detokenizer;
+use super::encoder::AudioEncoder;
+use super::features;
+use super::load_error::LoadError;
+use super::weights::WeightFile;
+use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::io::audio::{self, ReadOptions};
+use crate::lfm2_audio::io::package::ModelPackage;
+use crate::lfm2_audio::text::tokenizer::Tokenizer;
+
+/// The mmproj tensor holding the F32 embedding table of generated audio codes.
+pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
+
+/// Default one-pass audio limit, seconds.
+pub const DEFAULT_MAX_AUDIO_SECONDS: f64 = 60.0;
+
+/// Default context: prompt plus generated steps.
+pub const DEFAULT_CONTEXT: usize = 8192;
+
+/// How to load a model.
+#[derive(Debug, Clone)]
+pub struct ModelOptions {
+    /// Threads for CPU compute.
+    pub n_threads: usize,
+    /// Longest audio accepted in one pass, seconds.
+    pub max_audio_seconds: f64,
+    /// Positions of the context (prompt + generated steps).
+    pub context: usize,
+    /// Repack matrix weights for the CPU's SIMD kernels where ggml has one (`Q4_0` with AVX2,
+    /// ...; see [`Backend::with_weight_repack`]): faster, with other rounding than the plain
+    /// kernels. Default on, off when the environment sets `LFM2_NO_REPACK=1`.
+    pub repack: bool,
+}
+
+impl Default for ModelOptions {
+    fn default() -> Self {
+        ModelOptions {
+            n_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
+            context: DEFAULT_CONTEXT,
+            repack: crate::ggml::repack_by_default(),
+        }
+    }
+}
+
+/// Special token ids the tasks need, looked up by name in the backbone's vocabulary.
+#[derive(Debug, Clone, Copy)]
+pub struct SpecialTokens {
+    /// `<|im_end|>`.
+    pub im_end: u32,
+    /// `<|audio_start|>`.
+    pub audio_start: u32,
+    /// `<|text_end|>`.
+    pub text_end: u32,
+    /// The end-of-audio code (codebook size - 1).
+    pub end_of_audio: u32,
+}
+
+struct Inner {
+    label: String,
+    /// The device the weights live on (a backend of it; runs compute on instances of their own).
+    backend: Backend,
+    tokenizer: Tokenizer,
+    special: SpecialTokens,
+    options: ModelOptions,
+    /// The checkpoint's language tag (`general.languages[0]`, else `en`).
+    language: String,
+    /// Codes per frame.
+    codebooks: usize,
+    /// Text and audio steps per interleaved block.
+    interleave: Interleave,
+    backbone: Backbone,
+    encoder: AudioEncoder,
+    depth: Depthformer,
+    detok: Detokenizer,
+}
+
+/// The interleaved S2S schedule: text steps, then frames, per block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Interleave {
+    n_text: usize,
+    n_audio: usize,
+    /// Neither key was in the vocoder file, so the EN schedule is used.
+    default_schedule: bool,
+}
+
+impl Interleave {
+    /// The EN checkpoints' schedule, which upstream's vocoder converter leaves implicit.
+    const EN: (u32, u32) = (6, 12);
+
+    fn of(v: &super::detokenizer::config::VocoderConfig) -> Interleave {
+        Interleave {
+            n_text: v.interleaved_n_text.unwrap_or(Self::EN.0).max(1) as usize,
+            n_audio: v.interleaved_n_audio.unwrap_or(Self::EN.1).max(1) as usize,
+            default_schedule: v.interleaved_n_text.is_none() && v.interleaved_n_audio.is_none(),
+        }
+    }
+}
+
+/// A loaded LFM2-Audio model.
+#[derive(Clone)]
+pub struct Lfm2Audio {
+    inner: Arc<Inner>,
+}
+
+// why: the model is shared by sessions on many threads with no lock; this fails to compile if a
+// component gains state that is not safe to share.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<Lfm2Audio>();
+    shared::<Inner>();
+};
+
+impl std::fmt::Debug for Lfm2Audio {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lfm2Audio")
+            .field("model", &self.inner.label)
+            .field("backend", &self.inner.backend.name())
+            .field("description", &self.description())
+            .finish()
+    }
+}
+
+fn backend_err(file: &Path) -> impl Fn(GgmlError) -> LoadError + '_ {
+    move |source| LoadError::Backend {
+        file: file.to_path_buf(),
+        source,
+    }
+}
+
+impl Lfm2Audio {
+    /// Loads the package in `dir` (see [`ModelPackage::open`]) on the best available backend.
+    pub fn load(dir: impl AsRef<Path>, options: ModelOptions) -> Result<Lfm2Audio, EngineError> {
+        let package = ModelPackage::open(dir)?;
+        Lfm2Audio::from_package(package, options)
+    }
+
+    /// Loads an opened package.
+    pub fn from_package(
+        package: ModelPackage,
+        options: ModelOptions,
+    ) -> Result<Lfm2Audio, EngineError> {
+        let label = package.paths.label();
+        let mmproj_path = package.paths.mmproj.clone();
+        let backend = Backend::best_available()
+            .map_err(backend_err(&mmproj_path))?
+            .with_weight_repack(options.repack);
+        if backend.is_cpu() {
+            backend
+                .set_n_threads(options.n_threads.max(1))
+                .map_err(backend_err(&mmproj_path))?;
+        }
+        let tokenizer = Tokenizer::from_gguf(&package.backbone.gguf)?;
+        // why: the JP and EN checkpoints share every shape; a reply artifact names its language
+        // so it is not replayed on the other one.
+        let language = package
+            .backbone
+            .gguf
+            .metadata()
+            .get(super::gguf_keys::GENERAL_LANGUAGES)
+            .and_then(|v| match v.as_array() {
+                Some(crate::ggml::gguf::GgufArray::String(l)) => l.first().cloned(),
+                _ => None,
+            })
+            .unwrap_or_else(|| "en".to_owned());
+        let end_of_audio = package.vocoder.config.audio_vocab.saturating_sub(1);
+        let id = |name: &str| {
+            tokenizer
+                .token_id(name)
+                .ok_or_else(|| LoadError::MissingKey {
+                    file: package.paths.backbone.clone(),
+                    key: format!("{} entry {name}", super::gguf_keys::TOKENIZER_TOKENS),
+                })
+        };
+        let special = SpecialTokens {
+            im_end: id("<|im_end|>")?,
+            audio_start: id("<|audio_start|>")?,
+            text_end: id("<|text_end|>")?,
+            end_of_audio,
+        };
+        let interleave = Interleave::of(&package.vocoder.config);
+        if interleave.default_schedule {
+            tracing::debug!(
+                file = %package.paths.vocoder.display(),
+                "no interleaved_n_text / interleaved_n_audio keys: using the EN schedule"
+            );
+        }
+        let depth = Depthformer::load(&package.vocoder, &backend)?;
+        let detok = Detokenizer::load(package.detokenizer, &package.vocoder, &backend)?;
+        let hidden = package.backbone.config.hidden_size as usize;
+        let codebooks = package.vocoder.config.codebooks as usize;
+        let mut backbone = Backbone::load(package.backbone, &backend)?;
+        // why: the code table is loaded once, apart from the encoder's tensors, so the
+        // 8 x 2049-row table is not held twice.
+        // why: a second read-only map of the same file; GgufFile maps lazily, so this is cheap.
+        let mmproj_again = super::weights::open_gguf(&mmproj_path)?;
+        let table = WeightFile::load_filtered(mmproj_again, &backend, |n| n == AUDIO_CODE_TABLE)?;
+        let table = AudioCodeTable::new(table, AUDIO_CODE_TABLE, codebooks, hidden)?;
+        backbone.set_audio_codes(table);
+        let enc_weights =
+            WeightFile::load_filtered(package.mmproj, &backend, |n| n != AUDIO_CODE_TABLE)?;
+        let encoder = AudioEncoder::load(enc_weights)?;
+        Ok(Lfm2Audio {
+            inner: Arc::new(Inner {
+                label,
+                backend,
+                tokenizer,
+                special,
+                options,
+                interleave,
+                language,
+                codebooks,
+                backbone,
+                encoder,
+                depth,
+                detok,
+            }),
+        })
+    }
+
+    /// The package label (`<model>-<q>`).
+    pub fn label(&self) -> &str {
+        &self.inner.label
+    }
+
+    /// The backbone's tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.inner.tokenizer
+    }
+
+    /// Special token ids.
+    pub fn special_tokens(&self) -> SpecialTokens {
+        self.inner.special
+    }
+
+    /// What a reply artifact of this model must fit.
+    pub fn reply_format(&self) -> crate::lfm2_audio::session::conversation::ReplyFormat {
+        let s = self.special_tokens();
+        crate::lfm2_audio::session::conversation::ReplyFormat {
+            language: self.inner.language.clone(),
+            codebooks: self.inner.codebooks,
+            audio_vocab_size: s.end_of_audio + 1,
+            text_vocab_size: self.inner.tokenizer.n_vocab() as u32,
+            im_end: s.im_end,
+        }
+    }
+
+    /// Text and audio steps per block of an interleaved reply.
+    pub fn interleave(&self) -> (usize, usize) {
+        (self.inner.interleave.n_text, self.inner.interleave.n_audio)
+    }
+
+    /// A one-line description: package, backend, language and the interleaved schedule (with
+    /// where it came from).
+    pub fn description(&self) -> String {
+        let i = &self.inner.interleave;
+        let source = if i.default_schedule {
+            "EN default: the vocoder has no interleaved_n_text / interleaved_n_audio keys"
+        } else {
+            "from the vocoder's interleaved_n_text / interleaved_n_audio"
+        };
+        format!(
+            "{} on {}, language {}, S2S schedule {} text / {} frames ({source})",
+            self.inner.label,
+            self.inner.backend.name(),
+            self.inner.language,
+            i.n_text,
+            i.n_audio,
+        )
+    }
+
+    /// The options the model was loaded with.
+    pub fn options(&self) -> &ModelOptions {
+        &self.inner.options
+    }
+
+    /// Reads a WAV (any rate, any channel count) as mono 16 kHz, within the one-pass limit.
+    pub fn read_wav(&self, wav: &[u8]) -> Result<Vec<f32>, EngineError> {
+        let opts = ReadOptions {
+            max_seconds: self.inner.options.max_audio_seconds,
+        };
+        Ok(audio::load_wav_bytes_16k(wav, &opts)?)
+    }
+
+    /// Checks 16 kHz mono samples handed in directly.
+    pub fn check_samples(&self, samples: &[f32]) -> Result<(), EngineError> {
+        let opts = ReadOptions {
+            max_seconds: self.inner.options.max_audio_seconds,
+        };
+        Ok(audio::validate_samples(samples, 16_000, &opts)?)
+    }
+
+    /// The backbone.
+    pub(crate) fn backbone(&self) -> &Backbone {
+        &self.inner.backbone
+    }
+
+    /// The depthformer.
+    pub(crate) fn depthformer(&self) -> &Depthformer {
+        &self.inner.depth
+    }
+
+    /// The detokenizer.
+    pub(crate) fn detokenizer(&self) -> &Detokenizer {
+        &self.inner.detok
+    }
+
+    /// A backend instance of the model's device for one run, with `n_threads` CPU threads (the
+    /// model's [`ModelOptions::n_threads`] when `None`).
+    pub(crate) fn run_backend(&self, n_threads: Option<usize>) -> Result<Backend, EngineError> {
+        let b = self.inner.backend.new_instance()?;
+        if b.is_cpu() {
+            let n = n_threads.unwrap_or(self.inner.options.n_threads).max(1);
+            b.set_n_threads(n)?;
+        }
+        Ok(b)
+    }
+
+    /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,
+    /// `rows x hidden` row-major.
+    pub fn encode_audio(&self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
+        let backend = self.run_backend(None)?;
+        self.encode_audio_on(&backend, samples)
+    }
+
+    /// [`Lfm2Audio::encode_audio`] computing on `backend`.
+    pub(crate) fn encode_audio_on(
+        &self,
+        backend: &Backend,
+        samples: &[f32],
+    ) -> Result<(usize, Vec<f32>), EngineError> {
+        self.check_samples(samples)?;
+        let mel = features::log_mel(samples)?;
+        let out = self
+            .inner
+            .encoder
+            .encode(backend, mel.data(), mel.n_frames())?;
+        Ok((out.n_frames, out.adapter))
+    }
+}
+
+/// Runs `positions` in blocks that end at multiples of [`BLOCK_POSITIONS`] (absolute positions),
+/// so every block's bits depend only on the prompt up to its end.
+pub(crate) fn prefill_blocks(
+    backbone: &Backbone,
+    cache: &mut DecodeCache,
+    positions: &[Position<'_>],
+) -> Result<ForwardOutput, EngineError> {
+    prefill_blocks_with(backbone, cache, positions, &mut |_, _| Ok(()))
+}
+
+/// [`prefill_blocks`], calling `on_block(cache, first)` after each block that ends on a block
+/// boundary (`first` = index in `positions` of the block's first position).
+pub fn prefill_blocks_with(
+    backbone: &Backbone,
+    cache: &mut DecodeCache,
+    positions: &[Position<'_>],
+    on_block: &mut dyn FnMut(&DecodeCache, usize) -> Result<(), EngineError>,
+) -> Result<ForwardOutput, EngineError> {
+    if positions.is_empty() {
+        return Err(EngineError::InvalidRequest("empty prompt".into()));
+    }
+    let end = cache.len() + positions.len();
+    if end > cache.capacity() {
+        return Err(EngineError::Capacity(format!(
+            "the prompt needs {end} positions, the context holds {}",
+            cache.capacity()
+        )));
+    }
+    let mut done = 0;
+    loop {
+        let start = cache.len();
+        let block_end = ((start / BLOCK_POSITIONS) + 1) * BLOCK_POSITIONS;
+        let n = (block_end - start).min(positions.len() - done);
+        let last = done + n == positions.len();
+        let rows = if last { Rows::Last } else { Rows::None };
+        let out = backbone.forward(cache, &positions[done..done + n], rows, last)?;
+        if cache.len() % BLOCK_POSITIONS == 0 {
+            on_block(cache, done)?;
+        }
+        done += n;
+        if last {
+            return Ok(out);
+        }
+    }
+}

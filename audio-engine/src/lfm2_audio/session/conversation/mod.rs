@@ -1,0 +1,158 @@
+//! Multi-turn speech-to-speech with client-carried history: the protocol layer.
+//!
+//! The session keeps nothing between requests. A request carries its earlier turns as input
+//! artifacts, per turn in order an [`QUESTION_ID`] (the question's WAV bytes) and the
+//! [`REPLY_ID`] artifact that turn's result returned (request option `return_codes`). Each
+//! turn's prompt replays the whole conversation ([`ChatMarkup::build`]), within
+//! [`CONVERSATION_LIMIT`] steps of prompt and max_tokens together.
+//!
+//! This module is pure data and validation: [`artifact`] writes and reads reply artifacts,
+//! [`history`] reads a request's turns and tracks the limit, [`prompt`] lays out the prompt,
+//! and the functions here read the request options and which task takes what.
+
+pub mod artifact;
+pub mod history;
+pub mod prompt;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::lfm2_audio::error::EngineError;
+
+pub use artifact::{
+    check_reply_meta, decode_reply, encode_reply, Artifact, ArtifactKind, Reply, ReplyFormat,
+    ReplyMeta, ReplyStep, FRAME_MARK, QUESTION_ID, REPLY_FORMAT, REPLY_ID, REPLY_META_KEYS,
+};
+pub use history::{
+    check_room, read_history, ConversationBudget, History, HistoryConfig, Turn, CONVERSATION_LIMIT,
+};
+pub use prompt::ChatMarkup;
+
+/// The request option that makes a result return its reply artifact.
+pub const RETURN_CODES: &str = "return_codes";
+
+/// Request options by name, as JSON values (what a request's `options` object holds).
+pub type RequestOptions = BTreeMap<String, Value>;
+
+/// The LFM2-Audio tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Task {
+    /// Speech recognition.
+    Asr,
+    /// Speech synthesis.
+    Tts,
+    /// Speech-to-speech: the only task that takes history and `return_codes`.
+    S2s,
+}
+
+impl Task {
+    /// The task's name as requests spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Task::Asr => "asr",
+            Task::Tts => "tts",
+            Task::S2s => "s2s",
+        }
+    }
+}
+
+/// Reads `return_codes` from the options: absent is false; `true`/`false` is itself; any other
+/// value (a string, a number, null) is an [`EngineError::InvalidRequest`].
+pub fn parse_return_codes(options: &RequestOptions) -> Result<bool, EngineError> {
+    match options.get(RETURN_CODES) {
+        None => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(other) => Err(EngineError::InvalidRequest(format!(
+            "option `{RETURN_CODES}` is {other}, it must be true or false"
+        ))),
+    }
+}
+
+/// What [`validate_for_task`] found a request asks of the conversation layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConversationRequest {
+    /// Whether the result returns its reply artifact.
+    pub return_codes: bool,
+    /// Whether the request carries earlier turns.
+    pub has_history: bool,
+}
+
+/// Checks a request's artifacts against what `task` takes of the conversation protocol: ASR
+/// and TTS turn away every `lfm2_audio.*` artifact, S2S any but questions and replies (both
+/// [`EngineError::InvalidRequest`]). Returns whether the request carries earlier turns; the
+/// turns themselves are read by [`read_history`].
+pub fn check_artifacts(task: Task, artifacts: &[Artifact]) -> Result<bool, EngineError> {
+    match task {
+        Task::Asr | Task::Tts => {
+            // why: a conversation's artifacts sent to another task would be ignored silently.
+            if let Some((i, a)) = artifacts
+                .iter()
+                .enumerate()
+                .find(|(_, a)| a.id.starts_with("lfm2_audio."))
+            {
+                return Err(EngineError::InvalidRequest(format!(
+                    "input artifact {i} (`{}`) is conversation history, which only s2s takes; \
+                     {} answers a single request",
+                    a.id,
+                    task.name()
+                )));
+            }
+            Ok(false)
+        }
+        Task::S2s => {
+            if let Some((i, a)) = artifacts
+                .iter()
+                .enumerate()
+                .find(|(_, a)| a.id != QUESTION_ID && a.id != REPLY_ID)
+            {
+                return Err(EngineError::InvalidRequest(format!(
+                    "input artifact {i} has unknown id `{}`; s2s takes only {QUESTION_ID} and \
+                     {REPLY_ID} artifacts",
+                    a.id
+                )));
+            }
+            Ok(!artifacts.is_empty())
+        }
+    }
+}
+
+/// For protocol layers that carry the conversation options as a JSON map: checks the map
+/// (s2s takes `return_codes`, a boolean; ASR and TTS take no conversation option; any other
+/// key is unknown) and the artifacts ([`check_artifacts`]), before anything is read. Every
+/// failure is an [`EngineError::InvalidRequest`] naming the option or artifact.
+pub fn validate_for_task(
+    task: Task,
+    artifacts: &[Artifact],
+    options: &RequestOptions,
+) -> Result<ConversationRequest, EngineError> {
+    let takes: &[&str] = match task {
+        Task::S2s => &[RETURN_CODES],
+        Task::Asr | Task::Tts => &[],
+    };
+    if let Some(k) = options.keys().find(|k| !takes.contains(&k.as_str())) {
+        return Err(EngineError::InvalidRequest(if k == RETURN_CODES {
+            format!(
+                "option `{RETURN_CODES}` is for s2s; {} does not take it",
+                task.name()
+            )
+        } else if takes.is_empty() {
+            format!(
+                "unknown option `{k}`: {} takes no conversation option",
+                task.name()
+            )
+        } else {
+            format!(
+                "unknown option `{k}`: {} takes {}",
+                task.name(),
+                takes.join(", ")
+            )
+        }));
+    }
+    let return_codes = parse_return_codes(options)?;
+    let has_history = check_artifacts(task, artifacts)?;
+    Ok(ConversationRequest {
+        return_codes,
+        has_history,
+    })
+}

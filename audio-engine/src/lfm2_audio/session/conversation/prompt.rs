@@ -1,0 +1,127 @@
+//! The prompt of a turn after earlier ones, as liquid-audio's `ChatState` holds a conversation:
+//! the system prompt once, then per earlier turn its question's audio and its reply's steps as
+//! generated, then the new question.
+//!
+//! `<|startoftext|><|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n` + q1 audio +
+//! `<|im_end|>\n<|im_start|>assistant\n` + reply 1 + `<|im_end|>\n<|im_start|>user\n` + ... +
+//! new question audio + `<|im_end|>\n<|im_start|>assistant\n`, each markup piece tokenized on
+//! its own as [`PromptBuilder`](crate::lfm2_audio::text::prompt::PromptBuilder) does.
+
+use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::text::prompt::{Prompt, PromptPiece};
+use crate::lfm2_audio::text::tokenizer::Tokenizer;
+
+use super::artifact::{Reply, ReplyFormat, ReplyStep};
+
+/// The chat markup of a checkpoint's tokenizer and system prompt, tokenized once: enough to
+/// count a conversation's text steps before any question is encoded, and to build its prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatMarkup {
+    /// `<|startoftext|>`, `<|im_start|>system\n`, the system prompt, `<|im_end|>\n`,
+    /// `<|im_start|>user\n`.
+    head: Vec<Vec<u32>>,
+    /// `<|im_end|>\n`, `<|im_start|>assistant\n`: after each question.
+    to_assistant: Vec<Vec<u32>>,
+    /// `<|im_end|>\n`, `<|im_start|>user\n`: after each earlier reply.
+    to_user: Vec<Vec<u32>>,
+}
+
+fn steps_of(pieces: &[Vec<u32>]) -> usize {
+    pieces.iter().map(Vec::len).sum()
+}
+
+impl ChatMarkup {
+    /// Tokenizes the markup, each piece on its own with special tokens recognised.
+    pub fn new(tok: &Tokenizer, system: &str) -> ChatMarkup {
+        let enc = |s: &str| tok.encode(s, true);
+        ChatMarkup {
+            head: vec![
+                enc("<|startoftext|>"),
+                enc("<|im_start|>system\n"),
+                enc(system),
+                enc("<|im_end|>\n"),
+                enc("<|im_start|>user\n"),
+            ],
+            to_assistant: vec![enc("<|im_end|>\n"), enc("<|im_start|>assistant\n")],
+            to_user: vec![enc("<|im_end|>\n"), enc("<|im_start|>user\n")],
+        }
+    }
+
+    /// Markup steps of a prompt with `turns` earlier turns (replies and audio not counted).
+    pub fn markup_steps(&self, turns: usize) -> usize {
+        let per_turn = steps_of(&self.to_assistant) + steps_of(&self.to_user);
+        steps_of(&self.head)
+            .saturating_add(per_turn.saturating_mul(turns))
+            .saturating_add(steps_of(&self.to_assistant))
+    }
+
+    /// The prompt's steps other than the questions' audio: markup plus every reply step.
+    pub fn text_steps<'a>(&self, replies: impl IntoIterator<Item = &'a Reply>) -> usize {
+        let mut turns = 0usize;
+        let mut steps = 0usize;
+        for r in replies {
+            turns += 1;
+            steps = steps.saturating_add(r.len());
+        }
+        self.markup_steps(turns).saturating_add(steps)
+    }
+
+    /// Builds the prompt of a turn after `replies` (one per earlier turn, in order), with
+    /// `question_rows[i]` audio positions for question `i`: the earlier ones, then the new one
+    /// last (so one more than there are replies). A reply step that does not fit `fmt`, or a
+    /// row count list of the wrong length, is an [`EngineError::Invariant`]: the session hands
+    /// in replies it already read and rows it encoded.
+    pub fn build<'a>(
+        &self,
+        fmt: &ReplyFormat,
+        replies: impl IntoIterator<Item = &'a Reply>,
+        question_rows: &[usize],
+    ) -> Result<Prompt, EngineError> {
+        let replies: Vec<&Reply> = replies.into_iter().collect();
+        if question_rows.len() != replies.len() + 1 {
+            return Err(EngineError::Invariant(format!(
+                "chat prompt: {} question row counts for {} earlier turns (want one more)",
+                question_rows.len(),
+                replies.len()
+            )));
+        }
+        let mut pieces: Vec<PromptPiece> = Vec::new();
+        let text = |pieces: &mut Vec<PromptPiece>, markup: &[Vec<u32>]| {
+            pieces.extend(markup.iter().cloned().map(PromptPiece::Text));
+        };
+        text(&mut pieces, &self.head);
+        let mut first = 0usize;
+        for (q, &rows) in question_rows.iter().enumerate() {
+            pieces.push(PromptPiece::Audio {
+                question: q,
+                first,
+                rows,
+            });
+            first = first.saturating_add(rows);
+            text(&mut pieces, &self.to_assistant);
+            let Some(reply) = replies.get(q) else {
+                break;
+            };
+            let mut run: Vec<u32> = Vec::new();
+            for (i, step) in reply.steps.iter().enumerate() {
+                fmt.check_step(step).map_err(|e| {
+                    EngineError::Invariant(format!("chat prompt: turn {} step {i}: {e}", q + 1))
+                })?;
+                match step {
+                    ReplyStep::Text(id) => run.push(*id),
+                    ReplyStep::Frame(codes) => {
+                        if !run.is_empty() {
+                            pieces.push(PromptPiece::Text(std::mem::take(&mut run)));
+                        }
+                        pieces.push(PromptPiece::Frame(codes.clone()));
+                    }
+                }
+            }
+            if !run.is_empty() {
+                pieces.push(PromptPiece::Text(run));
+            }
+            text(&mut pieces, &self.to_user);
+        }
+        Ok(Prompt::from_pieces(pieces))
+    }
+}

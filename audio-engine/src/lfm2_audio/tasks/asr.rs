@@ -1,0 +1,149 @@
+//! Speech recognition: WAV in, text out (system prompt `Perform ASR.`, greedy decoding).
+
+use std::time::{Duration, Instant};
+
+use crate::ggml::Backend;
+
+use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::generation::reply::{ReplyOptions, ReplyRequest};
+use crate::lfm2_audio::generation::sampling::SamplerConfig;
+use crate::lfm2_audio::generation::schedule::Schedule;
+use crate::lfm2_audio::model::engine::Lfm2Audio;
+use crate::lfm2_audio::session::conversation::ReplyStep;
+use crate::lfm2_audio::text::prompt::{PromptBuilder, SYSTEM_ASR};
+
+/// ASR options.
+#[derive(Debug, Clone)]
+pub struct AsrOptions {
+    /// Most text tokens to generate.
+    pub max_new_tokens: usize,
+    /// System prompt.
+    pub system_prompt: String,
+}
+
+impl Default for AsrOptions {
+    fn default() -> Self {
+        AsrOptions {
+            max_new_tokens: 512,
+            system_prompt: SYSTEM_ASR.to_owned(),
+        }
+    }
+}
+
+/// Why generation stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model produced `<|im_end|>`.
+    ImEnd,
+    /// The model produced `<|audio_start|>` (it wanted to speak; ASR stops there).
+    AudioStart,
+    /// `max_new_tokens` was reached.
+    MaxTokens,
+}
+
+/// Per-stage timings.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AsrTimings {
+    /// Features, encoder and adapter.
+    pub encode: Duration,
+    /// Prompt prefill.
+    pub prefill: Duration,
+    /// Decode steps.
+    pub decode: Duration,
+}
+
+/// A transcription.
+#[derive(Debug, Clone)]
+pub struct AsrResult {
+    /// The text: the generated tokens before the stop token, control tokens left out, decoded.
+    pub text: String,
+    /// Generated token ids, the stop token included when there is one.
+    pub tokens: Vec<u32>,
+    /// Why it stopped.
+    pub stop: StopReason,
+    /// Prompt length in positions.
+    pub prompt_positions: usize,
+    /// Timings.
+    pub timings: AsrTimings,
+}
+
+impl Lfm2Audio {
+    /// Transcribes a WAV file's bytes.
+    pub fn asr_wav(&self, wav: &[u8], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+        let samples = self.read_wav(wav)?;
+        self.asr(&samples, opts)
+    }
+
+    /// Transcribes 16 kHz mono samples.
+    pub fn asr(&self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+        // why: the call computes on a backend of its own, so it never waits for other calls.
+        let backend = self.run_backend(None)?;
+        self.asr_on(&backend, samples, opts)
+    }
+
+    /// [`Lfm2Audio::asr`] computing on `backend`: the reply loop every task runs, on a
+    /// text-only schedule with greedy sampling.
+    pub(crate) fn asr_on(
+        &self,
+        backend: &Backend,
+        samples: &[f32],
+        opts: &AsrOptions,
+    ) -> Result<AsrResult, EngineError> {
+        if opts.max_new_tokens == 0 {
+            return Err(EngineError::InvalidRequest(
+                "max_new_tokens must be positive".into(),
+            ));
+        }
+        let started = Instant::now();
+        let (rows, audio) = self.encode_audio_on(backend, samples)?;
+        let encode = started.elapsed();
+        let mut b = PromptBuilder::new(self.tokenizer());
+        b.system(&opts.system_prompt)
+            .audio(rows)
+            .end_turn()
+            .new_turn("assistant");
+        let req = ReplyRequest {
+            prompt: b.finish(),
+            rows: audio,
+            schedule: Schedule::text_only(self.schedule_tokens()),
+            opts: ReplyOptions {
+                max_new_tokens: opts.max_new_tokens,
+                text: SamplerConfig::GREEDY,
+                // why: a text-only schedule draws no frame.
+                audio: SamplerConfig::GREEDY,
+            },
+            started,
+            encode,
+        };
+        let reply = self.run_reply(backend, req, None, &mut |_| true)?;
+        let tokens: Vec<u32> = reply
+            .steps
+            .iter()
+            .map(|s| match s {
+                ReplyStep::Text(t) => Ok(*t),
+                ReplyStep::Frame(_) => Err(EngineError::Invariant(
+                    "a text-only reply holds a frame".into(),
+                )),
+            })
+            .collect::<Result<_, _>>()?;
+        let sp = self.special_tokens();
+        let stop = match tokens.last() {
+            Some(&t) if reply.ended && t == sp.im_end => StopReason::ImEnd,
+            Some(&t) if reply.ended && t == sp.audio_start => StopReason::AudioStart,
+            _ => StopReason::MaxTokens,
+        };
+        Ok(AsrResult {
+            // why: control tokens (reserved ids, chat markup, the stop token) are left out of
+            // the reply's text, which is the transcript.
+            text: reply.text,
+            tokens,
+            stop,
+            prompt_positions: reply.prompt_positions,
+            timings: AsrTimings {
+                encode: reply.timings.encode,
+                prefill: reply.timings.prefill,
+                decode: reply.timings.generate,
+            },
+        })
+    }
+}

@@ -1,0 +1,4 @@
+//! Text: the checkpoint's tokenizer ([`tokenizer`]) and the [`prompt`] every task builds.
+
+pub mod prompt;
+pub mod tokenizer;

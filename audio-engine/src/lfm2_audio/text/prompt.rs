@@ -1,0 +1,212 @@
+//! Chat prompts as liquid-audio's `ChatState` builds them: each piece tokenized on its own
+//! (so token boundaries never cross a piece), audio-in positions in between; the [`Prompt`] type
+//! every task hands to generation.
+
+use super::tokenizer::Tokenizer;
+use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::model::backbone::Position;
+
+/// ASR system prompt.
+pub const SYSTEM_ASR: &str = "Perform ASR.";
+/// Speech-to-speech system prompt.
+pub const SYSTEM_S2S: &str = "Respond with interleaved text and audio.";
+
+/// One stretch of a prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptPiece {
+    /// Text token ids: markup, a text to speak, or a run of an earlier reply's text steps.
+    Text(Vec<u32>),
+    /// A question's audio-in positions: rows of the adapter output, taken from the request's
+    /// encoded audio (all questions' rows one after the other).
+    Audio {
+        /// Which question: 0 for the first, counting the audio pieces before this one.
+        question: usize,
+        /// First adapter row, counting the rows of all questions before this one.
+        first: usize,
+        /// Number of rows (positions).
+        rows: usize,
+    },
+    /// An earlier reply's frame, fed back as the sum of its codes' embeddings.
+    Frame(Vec<u32>),
+}
+
+impl PromptPiece {
+    /// Positions the piece takes.
+    pub fn len(&self) -> usize {
+        match self {
+            PromptPiece::Text(ids) => ids.len(),
+            PromptPiece::Audio { rows, .. } => *rows,
+            PromptPiece::Frame(_) => 1,
+        }
+    }
+
+    /// Whether the piece takes no position.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The prompt of one request, the one type every task builds ([`PromptBuilder`] for single
+/// requests, [`ChatMarkup::build`](crate::lfm2_audio::session::conversation::ChatMarkup::build) for a conversation)
+/// and [`Prompt::positions`] lowers to backbone positions.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Prompt {
+    pieces: Vec<PromptPiece>,
+}
+
+impl Prompt {
+    /// A prompt of `pieces`, in order.
+    pub fn from_pieces(pieces: Vec<PromptPiece>) -> Prompt {
+        Prompt { pieces }
+    }
+
+    /// The pieces in order.
+    pub fn pieces(&self) -> &[PromptPiece] {
+        &self.pieces
+    }
+
+    /// Total positions.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(PromptPiece::len).sum()
+    }
+
+    /// Whether the prompt has no position.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Positions other than the questions' audio (text and frames).
+    pub fn text_steps(&self) -> usize {
+        self.len() - self.audio_rows()
+    }
+
+    /// Total audio-in rows (of all questions).
+    pub fn audio_rows(&self) -> usize {
+        self.pieces
+            .iter()
+            .filter_map(|p| match p {
+                PromptPiece::Audio { rows, .. } => Some(*rows),
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// Each frame's position and codes, in increasing position.
+    pub fn frames(&self) -> Vec<(usize, &[u32])> {
+        let mut out = Vec::new();
+        let mut pos = 0;
+        for p in &self.pieces {
+            if let PromptPiece::Frame(codes) = p {
+                out.push((pos, codes.as_slice()));
+            }
+            pos += p.len();
+        }
+        out
+    }
+
+    /// The backbone positions of the prompt, audio pieces taking their rows from `rows` (the
+    /// request's adapter output, `hidden` values per row). The only place a prompt becomes
+    /// positions.
+    pub fn positions<'a>(
+        &'a self,
+        rows: &'a [f32],
+        hidden: usize,
+    ) -> Result<Vec<Position<'a>>, EngineError> {
+        let mut out = Vec::with_capacity(self.len());
+        for piece in &self.pieces {
+            match piece {
+                PromptPiece::Text(ids) => out.extend(ids.iter().map(|&t| Position::Text(t))),
+                PromptPiece::Audio { first, rows: n, .. } => {
+                    let need = (first + n) * hidden;
+                    let block = rows.get(first * hidden..need).ok_or_else(|| {
+                        EngineError::Invariant(format!(
+                            "the prompt needs audio rows {first}..{}, the request has {}",
+                            first + n,
+                            rows.len() / hidden.max(1)
+                        ))
+                    })?;
+                    out.extend(block.chunks_exact(hidden).map(Position::Audio));
+                }
+                PromptPiece::Frame(codes) => out.push(Position::Frame(codes)),
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Builds a prompt piece by piece.
+#[derive(Debug, Clone)]
+pub struct PromptBuilder<'t> {
+    tok: &'t Tokenizer,
+    pieces: Vec<PromptPiece>,
+    audio_rows: usize,
+    questions: usize,
+}
+
+impl<'t> PromptBuilder<'t> {
+    /// A prompt starting with `<|startoftext|>`.
+    pub fn new(tok: &'t Tokenizer) -> PromptBuilder<'t> {
+        let mut b = PromptBuilder {
+            tok,
+            pieces: Vec::new(),
+            audio_rows: 0,
+            questions: 0,
+        };
+        b.text("<|startoftext|>");
+        b
+    }
+
+    /// Appends `text`, tokenized alone with special tokens recognised.
+    pub fn text(&mut self, text: &str) -> &mut Self {
+        let ids = self.tok.encode(text, true);
+        self.pieces.push(PromptPiece::Text(ids));
+        self
+    }
+
+    /// `<|im_start|>{role}\n`.
+    pub fn new_turn(&mut self, role: &str) -> &mut Self {
+        self.text(&format!("<|im_start|>{role}\n"))
+    }
+
+    /// `<|im_end|>\n`.
+    pub fn end_turn(&mut self) -> &mut Self {
+        self.text("<|im_end|>\n")
+    }
+
+    /// `n` audio-in positions (the next `n` adapter rows).
+    pub fn audio(&mut self, n: usize) -> &mut Self {
+        self.pieces.push(PromptPiece::Audio {
+            question: self.questions,
+            first: self.audio_rows,
+            rows: n,
+        });
+        self.audio_rows += n;
+        self.questions += 1;
+        self
+    }
+
+    /// The system turn and the opening of the user turn.
+    pub fn system(&mut self, system: &str) -> &mut Self {
+        self.new_turn("system")
+            .text(system)
+            .end_turn()
+            .new_turn("user")
+    }
+
+    /// Number of positions so far.
+    pub fn len(&self) -> usize {
+        self.pieces.iter().map(PromptPiece::len).sum()
+    }
+
+    /// Whether the prompt is empty (never, after `new`).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The prompt.
+    pub fn finish(self) -> Prompt {
+        Prompt {
+            pieces: self.pieces,
+        }
+    }
+}

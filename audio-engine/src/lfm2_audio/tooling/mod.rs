@@ -1,0 +1,12 @@
+//! Tooling behind cargo features, kept out of the default library: the checkpoint converter and
+//! safetensors reader (`convert`), the synthetic checkpoint writer and the built-in demo package
+//! (`testkit`).
+
+#[cfg(feature = "convert")]
+pub mod convert;
+#[cfg(feature = "testkit")]
+pub mod demo;
+#[cfg(feature = "convert")]
+pub mod safetensors;
+#[cfg(feature = "testkit")]
+pub mod synthetic;
