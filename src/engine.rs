@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
 use audio_engine::lfm2_audio::{
     load_wav_bytes_16k, ModelPackage, PackagePaths, Quant, ReadOptions, SamplerConfig,
-    DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
+    DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 use audio_engine::lfm2_audio::{
     AsrOptions, EngineError, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
@@ -507,11 +507,10 @@ pub fn pcm_to_wav(samples: &[f32], sample_rate: u32, channels: u16) -> Result<Ve
     // why: the WAV header stores bytes per second in 32 bits and bytes per frame in 16 (hound
     // computes the first with a multiplication that overflows, found by fuzz/ target capi), and
     // the engine reads only rates in its own range; refuse the rest here, naming the range.
-    if !(audio::MIN_SAMPLE_RATE..=audio::MAX_SAMPLE_RATE).contains(&sample_rate) {
+    if !(MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&sample_rate) {
         return Err(Failure::invalid(format!(
             "audio sample rate {sample_rate} Hz is outside {}..={} Hz",
-            audio::MIN_SAMPLE_RATE,
-            audio::MAX_SAMPLE_RATE
+            MIN_SAMPLE_RATE, MAX_SAMPLE_RATE
         )));
     }
     if channels == 0 || usize::from(channels) * 4 > usize::from(u16::MAX) {

@@ -2,10 +2,10 @@
 //! (GGUF ones as `.bin`: the repository ignores `*.gguf`): each must give its typed error.
 
 use audio_engine::ggml::gguf::GgufFile;
-use audio_engine::lfm2_audio::audio::{
+use audio_engine::lfm2_audio::internals::audio::{
     decode_wav_bytes, load_wav_bytes_16k, resample, AudioError, ReadOptions,
 };
-use audio_engine::lfm2_audio::backbone_config::{Lfm2Config, MAX_LAYERS};
+use audio_engine::lfm2_audio::internals::backbone_config::{Lfm2Config, MAX_LAYERS};
 
 fn fixture(name: &str) -> Vec<u8> {
     let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -11,14 +11,14 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::audio::ReadOptions;
+use audio_engine::lfm2_audio::internals::audio::ReadOptions;
 use audio_engine::lfm2_audio::conversation::{
     check_reply_meta, decode_reply, encode_reply, read_history, validate_for_task, Artifact,
     ArtifactKind, ChatMarkup, HistoryConfig, ReplyFormat, ReplyStep, RequestOptions, Task,
     CONVERSATION_LIMIT, QUESTION_ID, REPLY_ID, REPLY_META_KEYS, RETURN_CODES,
 };
-use audio_engine::lfm2_audio::prompt::SYSTEM_S2S;
-use audio_engine::lfm2_audio::tokenizer::Tokenizer;
+use audio_engine::lfm2_audio::internals::prompt::SYSTEM_S2S;
+use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
 use lfm2_engine_fuzz::{demo, tone, wav_bytes, write_seeds_if_asked, Bytes, Script};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;

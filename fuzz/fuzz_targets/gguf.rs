@@ -9,12 +9,12 @@ use std::sync::OnceLock;
 
 use audio_engine::ggml::dtype::GgmlType;
 use audio_engine::ggml::gguf::{GgufArray, GgufFile, GgufValue, GgufWriter};
-use audio_engine::lfm2_audio::backbone_config::{Lfm2Backbone, Lfm2Config};
-use audio_engine::lfm2_audio::package::{
+use audio_engine::lfm2_audio::internals::backbone_config::{Lfm2Backbone, Lfm2Config};
+use audio_engine::lfm2_audio::internals::package::{
     open_backbone, open_detokenizer, open_mmproj, open_vocoder,
 };
-use audio_engine::lfm2_audio::tokenizer::Tokenizer;
-use audio_engine::lfm2_audio::vocoder_config::VocoderConfig;
+use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
+use audio_engine::lfm2_audio::internals::vocoder_config::VocoderConfig;
 use lfm2_engine_fuzz::{demo, write_seeds_if_asked};
 use libfuzzer_sys::fuzz_target;
 

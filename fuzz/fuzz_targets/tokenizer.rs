@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::tokenizer::Tokenizer;
+use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
 use lfm2_engine_fuzz::{demo, write_seeds_if_asked, Bytes, Script};
 use libfuzzer_sys::fuzz_target;
 

@@ -3,7 +3,7 @@
 //! `AudioError` or audio that is non-empty, finite and within the length limit.
 #![no_main]
 
-use audio_engine::lfm2_audio::audio::{decode_wav_bytes, load_wav_bytes_16k, ReadOptions};
+use audio_engine::lfm2_audio::internals::audio::{decode_wav_bytes, load_wav_bytes_16k, ReadOptions};
 use lfm2_engine_fuzz::{tone, wav_bytes, write_seeds_if_asked};
 use libfuzzer_sys::fuzz_target;
 

@@ -43,7 +43,7 @@ pub use generation::sampling::SamplerConfig;
 pub use io::audio::{
     decode_wav_bytes, decode_wav_file, encode_wav_24k, load_wav_bytes_16k, load_wav_file_16k,
     write_wav_f32, write_wav_file_24k, AudioError, MonoAudio, ReadOptions, DEFAULT_MAX_SECONDS,
-    INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
+    INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 pub use io::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
 pub use model::engine::{Lfm2Audio, ModelOptions};
