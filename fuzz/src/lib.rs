@@ -8,7 +8,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::package::PackagePaths;
+use audio_engine::lfm2_audio::PackagePaths;
 
 /// Reads choices off the fuzzer's bytes; past the end every read gives zeros (an empty string),
 /// so any input is a complete script.
