@@ -19,8 +19,8 @@
 //! | `io` | WAV in and out, the four-file package |
 //! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
-//! Nothing here touches raw pointers: every `unsafe` block of the engine lives in
-//! [`crate::ggml`], which states why each is sound.
+//! Nothing here touches raw pointers: every operation on them lives in [`crate::ggml`], which
+//! states why each is sound; this module tree forbids them.
 #![forbid(unsafe_code)]
 // why: the components' inspection methods (cache sizes, sampler state, table shapes) are public
 // for the integration tests, which reach them through `internals` (feature `testkit`); in a
