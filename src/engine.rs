@@ -151,6 +151,7 @@ impl Model {
                 prefill_slots: 0,
                 kept_questions: 0,
                 n_threads: Some(self.threads),
+                prefill_ahead: false,
             },
         )
     }
@@ -265,6 +266,7 @@ impl Model {
                 prefill_slots,
                 kept_questions,
                 n_threads: Some(self.threads),
+                ..SessionOptions::default()
             },
         ))
     }

@@ -378,16 +378,18 @@ fn restored_blocks_continue_exactly_like_the_run_that_saved_them() {
     let bb = ours(&path);
     let toks = tokens(530);
     let mut a = bb.new_cache(1024).unwrap();
-    bb.forward(&mut a, &text(&toks[..256]), Rows::None, false)
+    // Blocks of any length (a chunk's blocks need not end at multiples of 256).
+    bb.forward(&mut a, &text(&toks[..100]), Rows::None, false)
         .unwrap();
-    let b0 = a.save_last_block().unwrap();
-    bb.forward(&mut a, &text(&toks[256..512]), Rows::None, false)
+    let b0 = a.save_block(0).unwrap();
+    bb.forward(&mut a, &text(&toks[100..356]), Rows::None, false)
         .unwrap();
-    let b1 = a.save_last_block().unwrap();
-    assert_eq!((b0.start(), b1.start()), (0, 256));
+    let b1 = a.save_block(100).unwrap();
+    assert_eq!((b0.start(), b1.start()), (0, 100));
+    assert_eq!((b0.positions(), b1.positions()), (100, 256));
     assert!(b1.size_bytes() > 0);
     let tail_a = bb
-        .forward(&mut a, &text(&toks[512..]), Rows::All, true)
+        .forward(&mut a, &text(&toks[356..]), Rows::All, true)
         .unwrap();
 
     // A cache of another capacity that ran something else first, cleared, then restored.
@@ -398,69 +400,158 @@ fn restored_blocks_continue_exactly_like_the_run_that_saved_them() {
     assert!(b.restore_block(&b1).is_err(), "out of order");
     b.restore_block(&b0).unwrap();
     b.restore_block(&b1).unwrap();
-    assert_eq!(b.len(), 512);
+    assert_eq!(b.len(), 356);
     let tail_b = bb
-        .forward(&mut b, &text(&toks[512..]), Rows::All, true)
+        .forward(&mut b, &text(&toks[356..]), Rows::All, true)
         .unwrap();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
     assert_eq!(
         bits(tail_a.logits.as_ref().unwrap()),
         bits(tail_b.logits.as_ref().unwrap())
     );
-    // Not at a block boundary: no save.
-    assert!(b.save_last_block().is_err());
+    // An empty block: no save.
+    assert!(b.save_block(b.len()).is_err());
     let _ = std::fs::remove_file(&path);
 }
 
 #[test]
 fn prefill_cache_restores_shared_blocks_without_changing_bits() {
-    use audio_engine::lfm2_audio::internals::prefill_cache::PrefillCache;
+    use audio_engine::lfm2_audio::internals::prefill_cache::{Extension, PrefillCache};
+    use audio_engine::lfm2_audio::internals::prompt::{Prompt, PromptPiece};
     let path = model_path("prefill-cache", GgmlType::F32);
     let bb = ours(&path);
-    let a = tokens(700);
+    let a = tokens(1000);
     let other: Vec<u32> = tokens(900).iter().map(|t| (t + 5) % VOCAB as u32).collect();
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    let fresh = |p: &[u32]| {
+    // The partition of `p` cut into chunks at `starts` (as a conversation's turns cut it).
+    let blocks = |p: &[u32], starts: &[usize]| {
+        let mut cuts = starts.to_vec();
+        cuts.push(p.len());
+        let chunks = cuts
+            .windows(2)
+            .map(|w| vec![PromptPiece::Text(p[w[0]..w[1]].to_vec())])
+            .collect();
+        Prompt::from_chunks(chunks).blocks()
+    };
+    let fresh = |p: &[u32], starts: &[usize]| {
         let mut none = PrefillCache::new(0);
         let mut c = bb.new_cache(1024).unwrap();
-        let o = none.prefill(&bb, &mut c, &text(p)).unwrap();
+        let o = none
+            .prefill(&bb, &mut c, &text(p), &blocks(p, starts))
+            .unwrap();
         assert_eq!(none.resumed_prefill_steps(), 0);
         assert!(none.is_empty());
         bits(&o.logits.unwrap())
     };
     let mut pc = PrefillCache::new(2);
     let mut cache = bb.new_cache(1024).unwrap();
-    let mut run = |pc: &mut PrefillCache, p: &[u32]| {
-        let o = pc.prefill(&bb, &mut cache, &text(p)).unwrap();
+    // The prefill-ahead worker's own decode cache.
+    let mut ahead = bb.new_cache(1024).unwrap();
+    let mut run = |pc: &mut PrefillCache, p: &[u32], starts: &[usize]| {
+        let o = pc
+            .prefill(&bb, &mut cache, &text(p), &blocks(p, starts))
+            .unwrap();
         (pc.resumed_prefill_steps(), bits(&o.logits.unwrap()))
     };
-    // Turn 1 (600 positions), turn 2 extends it (700): blocks 0 and 1 come back.
-    let (r1, l1) = run(&mut pc, &a[..600]);
-    assert_eq!((r1, &l1), (0, &fresh(&a[..600])));
-    let (r2, l2) = run(&mut pc, &a);
-    assert_eq!((r2, &l2), (512, &fresh(&a)));
-    // Another conversation, then the first again: both kept (2 slots).
-    let (r3, _) = run(&mut pc, &other);
+    // Turn 1 (600 positions in chunks at 0 and 300), turn 2 extends it with a chunk at 600:
+    // every block of turn 1 comes back, its last one included.
+    let (r1, l1) = run(&mut pc, &a[..600], &[0, 300]);
+    assert_eq!((r1, &l1), (0, &fresh(&a[..600], &[0, 300])));
+    let t2 = [0, 300, 600];
+    let (r2, l2) = run(&mut pc, &a[..700], &t2);
+    assert_eq!((r2, &l2), (600, &fresh(&a[..700], &t2)));
+    // Another conversation, then the first again: both kept (2 slots); the last block runs.
+    let (r3, _) = run(&mut pc, &other, &[0]);
     assert_eq!(r3, 0);
-    let (r4, l4) = run(&mut pc, &a);
-    assert_eq!((r4, &l4), (512, &fresh(&a)));
-    // A prompt of exactly two blocks: its last block always runs.
-    let (r5, l5) = run(&mut pc, &a[..512]);
-    assert_eq!((r5, &l5), (256, &fresh(&a[..512])));
-    // A prompt that diverges inside block 1 restores block 0 only.
-    let mut div = a.clone();
-    div[300] = (div[300] + 1) % VOCAB as u32;
-    let (r6, l6) = run(&mut pc, &div);
-    assert_eq!((r6, &l6), (256, &fresh(&div)));
+    let (r4, l4) = run(&mut pc, &a[..700], &t2);
+    assert_eq!((r4, &l4), (600, &fresh(&a[..700], &t2)));
+    // The same positions cut elsewhere are another partition: nothing is shared past the cut.
+    let (r5, l5) = run(&mut pc, &a[..700], &[0, 350]);
+    assert_eq!((r5, &l5), (256, &fresh(&a[..700], &[0, 350])));
+    // Prefill ahead: extending turn 2 by a chunk runs only that chunk, and the next turn
+    // restores all of it.
+    run(&mut pc, &a[..700], &t2);
+    let t3 = [0, 300, 600, 700];
+    let ext = pc
+        .extend(
+            &bb,
+            &mut ahead,
+            &text(&a[..800]),
+            &blocks(&a[..800], &t3),
+            &|| false,
+        )
+        .unwrap();
+    assert_eq!(
+        ext,
+        Extension {
+            restored: 700,
+            ran: 100,
+            stopped: false
+        }
+    );
+    let t4 = [0, 300, 600, 700, 800];
+    let (r6, l6) = run(&mut pc, &a[..900], &t4);
+    assert_eq!((r6, &l6), (800, &fresh(&a[..900], &t4)));
+    // Stopped before it starts: nothing runs; stopped after its first block: that one is kept.
+    let ext = pc
+        .extend(
+            &bb,
+            &mut ahead,
+            &text(&a[..950]),
+            &blocks(&a[..950], &[0, 300, 600, 700, 800, 900]),
+            &|| true,
+        )
+        .unwrap();
+    assert_eq!((ext.restored, ext.ran, ext.stopped), (900, 0, true));
+    let third: Vec<u32> = tokens(700).iter().map(|t| (t + 9) % VOCAB as u32).collect();
+    let asked = std::cell::Cell::new(0);
+    let ext = pc
+        .extend(
+            &bb,
+            &mut ahead,
+            &text(&third),
+            &blocks(&third, &[0]),
+            &|| {
+                asked.set(asked.get() + 1);
+                asked.get() > 1
+            },
+        )
+        .unwrap();
+    assert_eq!((ext.restored, ext.ran, ext.stopped), (0, 256, true));
+    let (r7, l7) = run(&mut pc, &third, &[0]);
+    assert_eq!((r7, &l7), (256, &fresh(&third, &[0])));
+    // A prompt that diverges inside a block restores the blocks before it only.
+    let mut div = a[..700].to_vec();
+    div[400] = (div[400] + 1) % VOCAB as u32;
+    run(&mut pc, &a[..700], &t2);
+    let (r8, l8) = run(&mut pc, &div, &t2);
+    assert_eq!((r8, &l8), (300, &fresh(&div, &t2)));
     // One slot: another conversation evicts the first.
     let mut one = PrefillCache::new(1);
-    run(&mut one, &a);
-    run(&mut one, &other);
-    assert_eq!(run(&mut one, &a).0, 0);
+    run(&mut one, &a[..700], &t2);
+    run(&mut one, &other, &[0]);
+    assert_eq!(run(&mut one, &a[..700], &t2).0, 0);
+    // Disabled reuse: extending does nothing.
+    let ext = PrefillCache::new(0)
+        .extend(
+            &bb,
+            &mut ahead,
+            &text(&a[..800]),
+            &blocks(&a[..800], &t3),
+            &|| false,
+        )
+        .unwrap();
+    assert_eq!(ext, Extension::default());
     // Over capacity: a typed error, kept blocks untouched.
     let kept = pc.size_bytes();
     let mut small = bb.new_cache(256).unwrap();
-    assert!(pc.prefill(&bb, &mut small, &text(&a)).is_err());
+    assert!(pc
+        .prefill(&bb, &mut small, &text(&a[..700]), &blocks(&a[..700], &t2))
+        .is_err());
     assert_eq!(pc.size_bytes(), kept);
+    // A partition that does not end at the prompt's end is refused.
+    assert!(pc
+        .prefill(&bb, &mut cache, &text(&a[..700]), &blocks(&a[..600], &[0]))
+        .is_err());
     let _ = std::fs::remove_file(&path);
 }

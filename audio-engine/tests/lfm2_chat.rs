@@ -1,14 +1,15 @@
 //! Multi-turn speech-to-speech through a `Session` on the tiny synthetic package: the history
-//! travels as artifacts, prefill blocks and encoder outputs are reused (a four-turn conversation
-//! resumes 0, 0, 256 and 512 prefill steps), and every turn's text, audio and reply artifact are
-//! byte-identical to a session without caches and to a fresh one.
+//! travels as artifacts, prefill blocks and encoder outputs are reused (each later turn of a
+//! four-turn conversation runs only its new question: the previous prompt's blocks come back,
+//! and the reply was prefilled ahead), and every turn's text, audio and reply artifact are
+//! byte-identical to a session without caches, to one that does not prefill ahead, and to a
+//! fresh one.
 
 mod common;
 
 use std::collections::BTreeMap;
 
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::internals::backbone::BLOCK_POSITIONS;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
@@ -74,35 +75,66 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
             ..Default::default()
         },
     );
+    let mut no_ahead = Session::new(
+        e.clone(),
+        SessionOptions {
+            prefill_ahead: false,
+            ..Default::default()
+        },
+    );
     let mut history: Vec<Artifact> = Vec::new();
     let mut requests = Vec::new();
-    let mut prev_len = 0;
-    let mut resumed_any = false;
-    let mut resumed = Vec::new();
+    let mut prev: Option<(usize, usize)> = None;
+    let mut closing = None;
+    let mut last_resumed = 0;
     for i in 0..4 {
         let req = request(i, &history);
         let a = cached.s2s(&req).unwrap();
         let b = plain.s2s(&req).unwrap();
+        let c = no_ahead.s2s(&req).unwrap();
         same(&a, &b);
+        same(&a, &c);
         let len = a.reply.prompt_positions;
-        // The previous turn's prompt is a prefix of this one: its full blocks come back, except
-        // that this prompt's last block always runs.
-        let want = (prev_len / BLOCK_POSITIONS).min((len - 1) / BLOCK_POSITIONS) * BLOCK_POSITIONS;
+        let resumed = cached.resumed_prefill_steps();
         println!(
-            "turn {}: prompt {len}, {} steps, resumed {}, reused {}",
+            "turn {}: prompt {len}, {} steps, resumed {resumed} ({} without prefill ahead), \
+             reused {}, background {:?}",
             i + 1,
             a.reply.steps.len(),
-            cached.resumed_prefill_steps(),
-            cached.reused_questions()
+            no_ahead.resumed_prefill_steps(),
+            cached.reused_questions(),
+            a.background
         );
-        assert_eq!(cached.resumed_prefill_steps(), want);
-        assert_eq!(a.reply.resumed_prefill_steps, want);
+        assert_eq!(a.reply.resumed_prefill_steps, resumed);
         assert_eq!(plain.resumed_prefill_steps(), 0);
         assert_eq!(cached.reused_questions(), i);
         assert_eq!(plain.reused_questions(), 0);
-        resumed_any |= want > 0;
-        resumed.push(want);
-        prev_len = len;
+        assert!(b.background.is_none() && c.background.is_none());
+        match prev {
+            None => {
+                assert_eq!(resumed, 0);
+                assert!(a.background.is_none());
+            }
+            Some((prev_len, prev_steps)) => {
+                // The request continued the conversation being prefilled ahead, so it waited
+                // for it: the previous prompt came back whole (its last block included) and the
+                // previous reply with its closing markup was run ahead.
+                let bg = a.background.clone().expect("the reply was prefilled ahead");
+                assert!(!bg.stopped && bg.failed.is_none(), "{bg:?}");
+                assert_eq!(bg.restored_positions, prev_len);
+                let markup = bg.prefilled_positions - prev_steps;
+                assert!(markup > 0);
+                assert_eq!(*closing.get_or_insert(markup), markup);
+                // This turn ran only its new question and the markup after it.
+                assert_eq!(resumed, prev_len + prev_steps + markup);
+                assert!(len - resumed < 100, "{} new positions", len - resumed);
+                // Without prefill ahead the previous prompt still comes back; the reply runs.
+                assert_eq!(no_ahead.resumed_prefill_steps(), prev_len);
+            }
+        }
+        assert_eq!(cached.background_work(), a.background.as_ref());
+        prev = Some((len, a.reply.steps.len()));
+        last_resumed = resumed;
         let art = a.artifact.clone().unwrap();
         history.push(Artifact {
             id: QUESTION_ID.to_owned(),
@@ -113,10 +145,6 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
         history.push(art);
         requests.push((req, a));
     }
-    assert!(
-        resumed_any,
-        "the conversation never passed a block boundary"
-    );
 
     // The last turn again: in a fresh session, and in the cached one after another conversation
     // and after a request without history.
@@ -219,11 +247,8 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
         .insert("steps".into(), serde_json::json!(9000));
     assert!(matches!(cached.s2s(&bad), Err(EngineError::Capacity(_))));
     same(&cached.s2s(last_req).unwrap(), last);
-    // This prompt (1067 positions) ran before: all four of its full blocks come back.
-    assert_eq!(
-        cached.resumed_prefill_steps(),
-        (last.reply.prompt_positions - 1) / BLOCK_POSITIONS * BLOCK_POSITIONS
-    );
+    // This prompt ran before: every block but its last (the new question) comes back.
+    assert_eq!(cached.resumed_prefill_steps(), last_resumed);
 }
 
 #[test]
@@ -255,4 +280,65 @@ fn a_question_one_sample_off_is_encoded_again() {
     wav[last] = wav[last].wrapping_add(1);
     session.s2s(&changed).unwrap();
     assert_eq!(session.reused_questions(), 0);
+}
+
+#[test]
+fn another_request_stops_the_prefill_ahead_without_changing_bytes() {
+    let e = engine(Quant::F32);
+    let mut s = Session::new(e.clone(), SessionOptions::default());
+    let mut plain = Session::new(
+        e.clone(),
+        SessionOptions {
+            prefill_slots: 0,
+            kept_questions: 0,
+            ..Default::default()
+        },
+    );
+    let t1 = s.s2s(&request(0, &[])).unwrap();
+    // Another conversation comes first: the worker prefilling the first reply is stopped after
+    // its current block (or had finished); the other request's bytes are its own.
+    let other = request(3, &[]);
+    let o = s.s2s(&other).unwrap();
+    same(&o, &plain.s2s(&other).unwrap());
+    let bg = o
+        .background
+        .expect("the first reply was being prefilled ahead");
+    println!("stopped by another conversation: {bg:?}");
+    assert!(bg.failed.is_none(), "{bg:?}");
+    // The first conversation goes on, in the same bytes as without caches.
+    let history = vec![
+        Artifact {
+            id: QUESTION_ID.to_owned(),
+            kind: ArtifactKind::Custom,
+            payload: question(0),
+            meta: BTreeMap::new(),
+        },
+        t1.artifact.clone().unwrap(),
+    ];
+    let second = request(1, &history);
+    same(&s.s2s(&second).unwrap(), &plain.s2s(&second).unwrap());
+    // Waiting reports the second reply's prefill, run to its end.
+    let w = s.wait_background().cloned().unwrap();
+    assert!(
+        !w.stopped && w.failed.is_none() && w.prefilled_positions > 0,
+        "{w:?}"
+    );
+    assert_eq!(s.background_work(), Some(&w));
+    // ASR and TTS between turns stop the worker too, and the next turn's bytes still hold.
+    let mut third_history = history.clone();
+    third_history.push(Artifact {
+        id: QUESTION_ID.to_owned(),
+        kind: ArtifactKind::Custom,
+        payload: question(1),
+        meta: BTreeMap::new(),
+    });
+    let t2 = s.s2s(&second).unwrap();
+    third_history.push(t2.artifact.unwrap());
+    s.tts("hello", &Default::default()).unwrap();
+    let third = request(2, &third_history);
+    same(&s.s2s(&third).unwrap(), &plain.s2s(&third).unwrap());
+    // A session dropped while its worker runs stops it (the drop returns).
+    let mut d = Session::new(e.clone(), SessionOptions::default());
+    d.s2s(&request(2, &[])).unwrap();
+    drop(d);
 }

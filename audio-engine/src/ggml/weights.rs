@@ -22,7 +22,7 @@
 //! * this layer refuses writes through handles into a store's tensors
 //!   ([`Tensor::set_bytes`] and everything built on it, [`Tensor::set_name`] fail;
 //!   [`Tensor::set_input`] / [`Tensor::set_output`] leave them unchanged), including writes
-//!   into views of them (see [`is_read_only`]);
+//!   into views of them (see `is_read_only`);
 //! * [`Backend::compute`](super::Backend::compute) refuses a graph with a node whose operation
 //!   writes into a store's memory (a `cpy` or `set_rows` into a weight or a view of one, an
 //!   in-place op on one);

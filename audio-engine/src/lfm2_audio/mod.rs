@@ -15,7 +15,7 @@
 //! | `text` | tokenizer, the one prompt type |
 //! | `generation` | the one generation loop, schedules, sampling, event streams |
 //! | `tasks` | ASR, TTS, one-shot S2S |
-//! | `session` | multi-turn sessions: the conversation protocol, prefill-block cache, encoder-output reuse |
+//! | `session` | multi-turn sessions: the conversation protocol, prefill-block cache, prefill ahead, encoder-output reuse |
 //! | `io` | WAV in and out, the four-file package |
 //! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
@@ -48,6 +48,7 @@ pub use io::audio::{
 pub use io::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
 pub use model::engine::{Lfm2Audio, ModelOptions};
 pub use model::load_error::LoadError;
+pub use session::ahead::BackgroundWork;
 pub use session::conversation::{
     Artifact, ArtifactKind, RequestOptions, QUESTION_ID, REPLY_ID, RETURN_CODES,
 };

@@ -2,7 +2,7 @@
 //!
 //! Each method checks the preconditions ggml would enforce with `GGML_ASSERT` (which aborts the
 //! process) and the type and layout restrictions of the CPU kernels, and returns a
-//! [`GgmlError`](super::GgmlError) instead. Results are new tensors in the context the method is
+//! [`GgmlError`] instead. Results are new tensors in the context the method is
 //! called on; inputs may come from any context that lives at least as long.
 //!
 //! The families live in submodules: creation and layout (`new_tensor_*`, views, reshapes,

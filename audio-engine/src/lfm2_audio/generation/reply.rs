@@ -206,12 +206,16 @@ impl Lfm2Audio {
         // Prefill.
         let t_prefill = Instant::now();
         let positions = prompt.positions(&rows, hidden)?;
+        let blocks = prompt.blocks();
         let (mut last, resumed): (ForwardOutput, usize) = match prefill_cache {
             Some(pc) => {
-                let out = pc.prefill(backbone, &mut cache, &positions)?;
+                let out = pc.prefill(backbone, &mut cache, &positions, &blocks)?;
                 (out, pc.resumed_prefill_steps())
             }
-            None => (prefill_blocks(backbone, &mut cache, &positions)?, 0),
+            None => (
+                prefill_blocks(backbone, &mut cache, &positions, &blocks)?,
+                0,
+            ),
         };
         drop(positions);
         let prefill = t_prefill.elapsed();

@@ -8,12 +8,12 @@
 //! depthformer scratch, detokenizer stream and graph allocators. So any number of calls and
 //! sessions on one model compute at the same time.
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::ggml::{Backend, GgmlError};
 
-use super::backbone::BLOCK_POSITIONS;
 use super::backbone::{AudioCodeTable, Backbone, DecodeCache, ForwardOutput, Position, Rows};
 use super::depthformer::Depthformer;
 use super::detokenizer::Detokenizer;
@@ -357,48 +357,86 @@ impl Lfm2Audio {
     }
 }
 
-/// Runs `positions` in blocks that end at multiples of [`BLOCK_POSITIONS`] (absolute positions),
-/// so every block's bits depend only on the prompt up to its end.
+/// Prefills `positions` (a whole prompt) in the blocks of its partition `blocks`
+/// ([`Prompt::blocks`](crate::lfm2_audio::text::prompt::Prompt::blocks)) into an empty `cache`;
+/// returns the last position's outputs.
 pub(crate) fn prefill_blocks(
     backbone: &Backbone,
     cache: &mut DecodeCache,
     positions: &[Position<'_>],
+    blocks: &[Range<usize>],
 ) -> Result<ForwardOutput, EngineError> {
-    prefill_blocks_with(backbone, cache, positions, &mut |_, _| Ok(()))
+    prefill_blocks_with(backbone, cache, positions, blocks, true, &mut |_, _| {
+        Ok(true)
+    })
 }
 
-/// [`prefill_blocks`], calling `on_block(cache, first)` after each block that ends on a block
-/// boundary (`first` = index in `positions` of the block's first position).
+/// Called after each prefill block with the cache and the block's range; returns whether to go
+/// on.
+pub type BlockDone<'a> = dyn FnMut(&DecodeCache, &Range<usize>) -> Result<bool, EngineError> + 'a;
+
+/// Runs the blocks of `blocks` (the partition of the prompt `positions`) from the one that starts
+/// at the cache's length on, so a cache holding restored blocks continues where they end. After
+/// each block `on_block(cache, block)` is called; it returns whether to go on (false stops
+/// after that block). With `want_last` the prompt's last block returns its last position's
+/// outputs; otherwise (or when stopped early) the returned outputs are empty.
+///
+/// Each block runs as one forward call of exactly its positions, so what it writes into the
+/// cache depends only on the prompt up to its end and on the partition, never on whether
+/// earlier blocks ran or were restored.
 pub fn prefill_blocks_with(
     backbone: &Backbone,
     cache: &mut DecodeCache,
     positions: &[Position<'_>],
-    on_block: &mut dyn FnMut(&DecodeCache, usize) -> Result<(), EngineError>,
+    blocks: &[Range<usize>],
+    want_last: bool,
+    on_block: &mut BlockDone<'_>,
 ) -> Result<ForwardOutput, EngineError> {
     if positions.is_empty() {
         return Err(EngineError::InvalidRequest("empty prompt".into()));
     }
-    let end = cache.len() + positions.len();
-    if end > cache.capacity() {
+    if positions.len() > cache.capacity() {
         return Err(EngineError::Capacity(format!(
-            "the prompt needs {end} positions, the context holds {}",
+            "the prompt needs {} positions, the context holds {}",
+            positions.len(),
             cache.capacity()
         )));
     }
-    let mut done = 0;
-    loop {
-        let start = cache.len();
-        let block_end = ((start / BLOCK_POSITIONS) + 1) * BLOCK_POSITIONS;
-        let n = (block_end - start).min(positions.len() - done);
-        let last = done + n == positions.len();
-        let rows = if last { Rows::Last } else { Rows::None };
-        let out = backbone.forward(cache, &positions[done..done + n], rows, last)?;
-        if cache.len() % BLOCK_POSITIONS == 0 {
-            on_block(cache, done)?;
+    let covers = blocks.first().map(|b| b.start) == Some(0)
+        && blocks.last().map(|b| b.end) == Some(positions.len())
+        && blocks.windows(2).all(|w| w[0].end == w[1].start)
+        && blocks.iter().all(|b| b.start < b.end);
+    if !covers {
+        return Err(EngineError::Invariant(format!(
+            "a prefill partition of {} blocks does not cover the {} prompt positions in order",
+            blocks.len(),
+            positions.len()
+        )));
+    }
+    let from = blocks
+        .iter()
+        .position(|b| b.start == cache.len())
+        .ok_or_else(|| {
+            EngineError::Invariant(format!(
+                "the cache holds {} positions, which is not where a block of the prompt starts",
+                cache.len()
+            ))
+        })?;
+    let mut out = ForwardOutput::default();
+    for (i, block) in blocks.iter().enumerate().skip(from) {
+        let last = i + 1 == blocks.len();
+        let rows = if last && want_last {
+            Rows::Last
+        } else {
+            Rows::None
+        };
+        let o = backbone.forward(cache, &positions[block.clone()], rows, last && want_last)?;
+        if last && want_last {
+            out = o;
         }
-        done += n;
-        if last {
-            return Ok(out);
+        if !on_block(cache, block)? {
+            break;
         }
     }
+    Ok(out)
 }

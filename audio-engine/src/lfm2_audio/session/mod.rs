@@ -5,15 +5,21 @@
 //! A request carries its earlier turns as artifacts (`lfm2_audio.question` WAV bytes and the
 //! `lfm2_audio.reply` each turn returned; see [`self::conversation`]). The session checks the
 //! request, encodes the questions (reusing the encoder output of a question it kept whose
-//! samples match byte for byte), builds the conversation prompt, prefills it in 256-position
-//! blocks (restoring the blocks a kept conversation shares), generates the reply and, with
-//! `return_codes`, returns the reply artifact for the next turn.
+//! samples match byte for byte), builds the conversation prompt, prefills it in the blocks of
+//! its turn-structured partition (restoring the blocks a kept conversation shares), generates
+//! the reply and, with `return_codes`, returns the reply artifact for the next turn.
+//!
+//! With `return_codes` the session then prefills the finished reply and its closing markup on a
+//! worker thread ([`self::ahead`], [`SessionOptions::prefill_ahead`]), so that the next turn
+//! runs only its new question: every earlier position of its prompt is restored. The work is
+//! reported by [`Session::background_work`] and [`TurnResult::background`].
 //!
 //! A session owns all of its compute state (as whisper-rs's `WhisperState` does): the backend
 //! instance it computes on (its own threads, [`SessionOptions::n_threads`]), and per turn the
 //! decode cache, depthformer scratch, detokenizer stream and graph allocators. The model is only
 //! read, so sessions on one model run at the same time, each on its own thread.
 
+pub mod ahead;
 pub mod conversation;
 pub mod prefill_cache;
 
@@ -21,9 +27,10 @@ use std::time::Instant;
 
 use crate::ggml::Backend;
 
+use self::ahead::{Ahead, BackgroundWork};
 use self::conversation::{
-    check_artifacts, encode_reply, read_history, Artifact, ChatMarkup, HistoryConfig, ReplyFormat,
-    Task, CONVERSATION_LIMIT,
+    check_artifacts, encode_reply, read_history, Artifact, ChatMarkup, HistoryConfig, Reply,
+    ReplyFormat, Task, CONVERSATION_LIMIT,
 };
 use self::prefill_cache::PrefillCache;
 use crate::lfm2_audio::error::EngineError;
@@ -46,6 +53,9 @@ pub struct SessionOptions {
     /// CPU threads the session computes with (`None`: the model's
     /// [`ModelOptions::n_threads`](super::ModelOptions::n_threads)).
     pub n_threads: Option<usize>,
+    /// After a turn that returns its reply artifact, prefill the reply on a worker thread for
+    /// the next turn (see [`ahead`]; needs `prefill_slots` > 0).
+    pub prefill_ahead: bool,
 }
 
 impl Default for SessionOptions {
@@ -54,6 +64,7 @@ impl Default for SessionOptions {
             prefill_slots: 4,
             kept_questions: 32,
             n_threads: None,
+            prefill_ahead: true,
         }
     }
 }
@@ -80,6 +91,9 @@ pub struct TurnResult {
     pub artifact: Option<Artifact>,
     /// Earlier questions whose encoder output was reused.
     pub reused_questions: usize,
+    /// What prefilling ahead did after the previous turn, settled when this request came
+    /// (`None` when nothing ran).
+    pub background: Option<BackgroundWork>,
 }
 
 /// Whether two questions are the same samples (size and bytes).
@@ -101,10 +115,16 @@ pub struct Session {
     options: SessionOptions,
     /// The backend instance the session computes on (made on first use).
     backend: Option<Backend>,
+    /// The prefill cache (taken by the prefill-ahead worker while it runs).
     prefill: PrefillCache,
+    ahead: Option<Ahead>,
+    /// The last prefill-ahead work that finished.
+    background: Option<BackgroundWork>,
     /// Most recently used first.
     questions: Vec<KeptQuestion>,
     reused: usize,
+    /// Positions the last turn's prefill restored.
+    resumed: usize,
 }
 
 /// A request checked, its questions encoded and its prompt built: ready to generate.
@@ -115,6 +135,18 @@ struct Prepared {
     format: ReplyFormat,
     keep: Vec<KeptQuestion>,
     reused: usize,
+    /// What prefilling the reply ahead needs: the markup, the earlier replies, the questions'
+    /// row counts and rows (only when it will run).
+    ahead: Option<AheadInput>,
+    /// The prefill-ahead work settled before this request.
+    background: Option<BackgroundWork>,
+}
+
+struct AheadInput {
+    markup: ChatMarkup,
+    replies: Vec<Reply>,
+    question_rows: Vec<usize>,
+    rows: Vec<f32>,
 }
 
 impl Session {
@@ -125,8 +157,11 @@ impl Session {
             model,
             options,
             backend: None,
+            ahead: None,
+            background: None,
             questions: Vec::new(),
             reused: 0,
+            resumed: 0,
         }
     }
 
@@ -137,12 +172,43 @@ impl Session {
 
     /// Positions the last request's prefill restored from kept blocks instead of running them.
     pub fn resumed_prefill_steps(&self) -> usize {
-        self.prefill.resumed_prefill_steps()
+        self.resumed
     }
 
     /// Earlier questions of the last request whose encoder output was reused.
     pub fn reused_questions(&self) -> usize {
         self.reused
+    }
+
+    /// The last prefill-ahead work that finished (see [`ahead`]); work still running is not
+    /// reported until a call settles it.
+    pub fn background_work(&self) -> Option<&BackgroundWork> {
+        self.background.as_ref()
+    }
+
+    /// Waits for prefill-ahead work still running to finish on its own (as a user who listens
+    /// to the whole reply before speaking gives it time to) and returns the last finished
+    /// work's report.
+    pub fn wait_background(&mut self) -> Option<&BackgroundWork> {
+        self.settle(true);
+        self.background.as_ref()
+    }
+
+    /// Ends prefill-ahead work: waits for it when `wait`, otherwise stops it after its current
+    /// block; takes the prefill cache back. Returns the work's report.
+    fn settle(&mut self, wait: bool) -> Option<BackgroundWork> {
+        let ahead = self.ahead.take()?;
+        let (cache, work) = ahead.finish(wait);
+        self.prefill = cache.unwrap_or_else(|| PrefillCache::new(self.options.prefill_slots));
+        self.background = Some(work.clone());
+        Some(work)
+    }
+
+    /// Settles prefill-ahead work before a request: waits for it when the request continues
+    /// the conversation being prefilled (it needs those blocks), stops it otherwise.
+    fn settle_for(&mut self, history: &[Artifact]) -> Option<BackgroundWork> {
+        let wait = self.ahead.as_ref().is_some_and(|a| a.continued_by(history));
+        self.settle(wait)
     }
 
     /// The reply format of this model (what a reply artifact must fit).
@@ -227,6 +293,13 @@ impl Session {
         let prompt = markup.build(&format, history.replies(), &question_rows)?;
         history.budget.check_prompt(prompt.len())?;
         let (n_text, n_audio) = model.interleave();
+        let ahead = (return_codes && self.options.prefill_ahead && self.options.prefill_slots > 0)
+            .then(|| AheadInput {
+                replies: history.replies().cloned().collect(),
+                question_rows,
+                rows: rows.clone(),
+                markup,
+            });
         Ok(Prepared {
             req: ReplyRequest {
                 prompt,
@@ -249,15 +322,25 @@ impl Session {
                 Vec::new()
             },
             reused,
+            ahead,
+            background: None,
         })
     }
 
-    fn finish_turn(&mut self, p: Prepared, reply: ReplyResult) -> Result<TurnResult, EngineError> {
+    fn finish_turn(
+        &mut self,
+        backend: &Backend,
+        p: Prepared,
+        reply: ReplyResult,
+    ) -> Result<TurnResult, EngineError> {
         let artifact = if p.return_codes {
             Some(encode_reply(&reply.steps, reply.ended, &p.format)?)
         } else {
             None
         };
+        if let (Some(input), Some(art)) = (p.ahead, &artifact) {
+            self.start_ahead(backend, input, &p.format, &reply, art.clone());
+        }
         // Keep this request's questions, most recent first, without duplicates.
         for q in p.keep.into_iter().rev() {
             self.questions
@@ -269,12 +352,65 @@ impl Session {
             reply,
             artifact,
             reused_questions: p.reused,
+            background: p.background,
         })
+    }
+
+    /// Starts prefilling `reply` ahead of the next turn. A failure to build its prompt or to
+    /// start the worker is recorded as the background work's failure: it only costs reuse.
+    fn start_ahead(
+        &mut self,
+        backend: &Backend,
+        input: AheadInput,
+        format: &ReplyFormat,
+        reply: &ReplyResult,
+        artifact: Artifact,
+    ) {
+        if reply.steps.is_empty() {
+            return;
+        }
+        let this = Reply {
+            steps: reply.steps.clone(),
+            ended: reply.ended,
+        };
+        let prompt = match input.markup.build_through_reply(
+            format,
+            input.replies.iter().chain([&this]),
+            &input.question_rows,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                self.background = Some(BackgroundWork {
+                    failed: Some(e.chain()),
+                    ..Default::default()
+                });
+                return;
+            }
+        };
+        let cache = std::mem::take(&mut self.prefill);
+        match Ahead::spawn(
+            self.model.clone(),
+            backend.clone(),
+            cache,
+            prompt,
+            input.rows,
+            artifact,
+        ) {
+            Ok(a) => self.ahead = Some(a),
+            Err(e) => {
+                self.prefill = PrefillCache::new(self.options.prefill_slots);
+                self.background = Some(BackgroundWork {
+                    failed: Some(e.chain()),
+                    ..Default::default()
+                });
+            }
+        }
     }
 
     /// Transcribes 16 kHz mono samples on the session's backend (as [`Lfm2Audio::asr`]; the
     /// conversation caches are not involved).
     pub fn asr(&mut self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+        self.settle(false);
         let backend = self.backend()?;
         self.model.asr_on(&backend, samples, opts)
     }
@@ -293,6 +429,7 @@ impl Session {
         opts: &TtsOptions,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<ReplyResult, EngineError> {
+        self.settle(false);
         let backend = self.backend()?;
         self.model.tts_on(&backend, text, opts, sink)
     }
@@ -309,8 +446,10 @@ impl Session {
         request: &S2sRequest,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<TurnResult, EngineError> {
+        let background = self.settle_for(&request.history);
         let backend = self.backend()?;
-        let p = self.prepare(&backend, request)?;
+        let mut p = self.prepare(&backend, request)?;
+        p.background = background;
         self.run_prepared(&backend, p, sink)
     }
 
@@ -335,7 +474,8 @@ impl Session {
             None
         };
         let reply = self.model.run_reply(backend, req, cache, sink)?;
-        self.finish_turn(p, reply)
+        self.resumed = reply.resumed_prefill_steps;
+        self.finish_turn(backend, p, reply)
     }
 
     /// Streams one turn: the request is checked and its questions encoded now (a bad request
@@ -348,20 +488,30 @@ impl Session {
         request: &S2sRequest,
     ) -> Result<TurnStream, Box<(Session, EngineError)>> {
         let mut session = self;
+        let background = session.settle_for(&request.history);
         let backend = match session.backend() {
             Ok(b) => b,
             Err(e) => return Err(Box::new((session, e))),
         };
-        let p = match session.prepare(&backend, request) {
+        let mut p = match session.prepare(&backend, request) {
             Ok(p) => p,
             Err(e) => return Err(Box::new((session, e))),
         };
+        p.background = background;
         Ok(TurnStream {
             inner: EventStream::spawn(move |sink| {
                 let r = session.run_prepared(&backend, p, sink);
                 (session, r)
             }),
         })
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // why: the worker computes on this session's backend; stop it after its current block
+        // rather than leave it running for a session that is gone.
+        self.settle(false);
     }
 }
 

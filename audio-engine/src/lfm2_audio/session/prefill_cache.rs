@@ -1,19 +1,27 @@
 //! Prefill-block reuse across the turns of multi-turn conversations.
 //!
-//! A chunked prefill runs a prompt in blocks of [`BLOCK_POSITIONS`] positions at multiples of
-//! [`BLOCK_POSITIONS`]; what a block writes into the decode cache depends only on the prompt up
-//! to its end. [`PrefillCache`] keeps a host copy of each full block of its recent prefills
-//! (the block's K/V rows and the conv tails after it) together with the block's span (token
-//! ids, audio rows by bytes, frame codes: positions are implied by the block index). The next
-//! prefill compares its blocks from the start with the best-matching kept conversation,
-//! restores the matching ones into the cleared cache exactly as running them would have left
-//! it, and runs the rest. Its last block always runs (its outputs are needed). Several
-//! conversations are kept; the least recently used is dropped.
+//! Every prefill runs its prompt in the blocks of the prompt's partition
+//! ([`Prompt::blocks`](crate::lfm2_audio::text::prompt::Prompt::blocks)): chunks that follow the
+//! conversation's turns, each split into blocks of at most
+//! [`BLOCK_POSITIONS`](crate::lfm2_audio::model::backbone::BLOCK_POSITIONS) positions from its
+//! start. What a block writes into the decode cache depends only on the prompt up to its end and
+//! on where the blocks lie, and the partition of a conversation's earlier turns is the same in
+//! every later prompt. [`PrefillCache`] keeps a host copy of each block of its recent prefills
+//! (the block's K/V rows and the conv tails after it) together with the block's range and span
+//! (token ids, audio rows by bytes, frame codes). The next prefill compares its blocks from the
+//! start with the best-matching kept conversation, restores the matching ones into the cleared
+//! cache exactly as running them would have left it, and runs the rest; a prompt's last block
+//! always runs (its outputs are needed). Several conversations are kept; the least recently used
+//! is dropped.
+//!
+//! [`PrefillCache::extend`] runs a prompt ahead of the request that will need it (a finished
+//! reply and its closing markup, while the user listens): the same blocks a later prefill would
+//! run, kept the same way, stoppable between blocks.
 
 use std::collections::VecDeque;
+use std::ops::Range;
 
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::backbone::BLOCK_POSITIONS;
 use crate::lfm2_audio::model::backbone::{
     Backbone, CacheBlock, DecodeCache, ForwardOutput, Position,
 };
@@ -41,8 +49,20 @@ fn span(positions: &[Position<'_>]) -> Vec<SpanItem> {
 
 #[derive(Debug, Clone)]
 struct SavedBlock {
+    range: Range<usize>,
     span: Vec<SpanItem>,
     block: CacheBlock,
+}
+
+/// What [`PrefillCache::extend`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Extension {
+    /// Positions restored from kept blocks.
+    pub restored: usize,
+    /// Positions run (and kept).
+    pub ran: usize,
+    /// Whether `stop` ended the run before every block was done.
+    pub stopped: bool,
 }
 
 /// Kept prefill blocks of up to `slots` conversations.
@@ -62,6 +82,11 @@ impl PrefillCache {
             conversations: VecDeque::new(),
             resumed: 0,
         }
+    }
+
+    /// Conversations it keeps at most.
+    pub fn slots(&self) -> usize {
+        self.slots
     }
 
     /// Positions the last [`PrefillCache::prefill`] restored instead of running.
@@ -93,15 +118,49 @@ impl PrefillCache {
         self.conversations.clear();
     }
 
-    /// Clears `cache` and prefills `positions` from position 0, restoring the leading blocks a
-    /// kept conversation shares and running the rest in blocks; returns the last position's
-    /// outputs. On error nothing kept changes.
+    /// Clears `cache` and prefills `positions` (a whole prompt, partitioned into `blocks`) from
+    /// position 0, restoring the leading blocks a kept conversation shares and running the rest;
+    /// returns the last position's outputs. On error nothing kept changes.
     pub fn prefill(
         &mut self,
         backbone: &Backbone,
         cache: &mut DecodeCache,
         positions: &[Position<'_>],
+        blocks: &[Range<usize>],
     ) -> Result<ForwardOutput, EngineError> {
+        let (out, ext) = self.run(backbone, cache, positions, blocks, true, &|| false)?;
+        self.resumed = ext.restored;
+        Ok(out)
+    }
+
+    /// Makes sure the blocks of `positions` (partitioned into `blocks`) are kept, running those
+    /// no kept conversation shares into `cache` (cleared first); `stop` is asked before each
+    /// block that would run, and a true answer ends the run there (the blocks done so far are
+    /// kept). Does nothing when reuse is disabled. On error nothing kept changes.
+    pub fn extend(
+        &mut self,
+        backbone: &Backbone,
+        cache: &mut DecodeCache,
+        positions: &[Position<'_>],
+        blocks: &[Range<usize>],
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Extension, EngineError> {
+        if self.slots == 0 {
+            return Ok(Extension::default());
+        }
+        let (_, ext) = self.run(backbone, cache, positions, blocks, false, stop)?;
+        Ok(ext)
+    }
+
+    fn run(
+        &mut self,
+        backbone: &Backbone,
+        cache: &mut DecodeCache,
+        positions: &[Position<'_>],
+        blocks: &[Range<usize>],
+        want_last: bool,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<(ForwardOutput, Extension), EngineError> {
         if positions.is_empty() {
             return Err(EngineError::InvalidRequest("empty prompt".into()));
         }
@@ -112,66 +171,100 @@ impl PrefillCache {
                 cache.capacity()
             )));
         }
+        if blocks.last().map(|b| b.end) != Some(positions.len()) {
+            return Err(EngineError::Invariant(format!(
+                "the prefill partition ends at {:?}, the prompt has {} positions",
+                blocks.last().map(|b| b.end),
+                positions.len()
+            )));
+        }
         cache.clear()?;
-        // The last block always runs: only blocks that end before the prompt's last position
-        // may be restored.
-        let restorable = (positions.len() - 1) / BLOCK_POSITIONS;
-        let spans: Vec<Vec<SpanItem>> = (0..positions.len() / BLOCK_POSITIONS)
-            .map(|b| span(&positions[b * BLOCK_POSITIONS..(b + 1) * BLOCK_POSITIONS]))
-            .collect();
+        let keep_blocks = self.slots > 0;
+        // When the outputs are needed the last block always runs: only the ones before it may
+        // be restored.
+        let restorable = if want_last {
+            blocks.len() - 1
+        } else {
+            blocks.len()
+        };
+        let spans: Vec<Vec<SpanItem>> = if keep_blocks {
+            blocks.iter().map(|b| span(&positions[b.clone()])).collect()
+        } else {
+            Vec::new()
+        };
         let matching = |conv: &Vec<SavedBlock>| {
             conv.iter()
-                .zip(&spans)
+                .zip(blocks.iter().zip(&spans))
                 .take(restorable)
-                .take_while(|(saved, s)| &saved.span == *s)
+                .take_while(|(saved, (range, s))| saved.range == **range && &saved.span == *s)
                 .count()
         };
-        let best = if self.slots == 0 {
-            None
-        } else {
+        let best = if keep_blocks {
             self.conversations
                 .iter()
                 .enumerate()
                 .map(|(i, c)| (i, matching(c)))
                 .filter(|&(_, n)| n > 0)
                 .max_by_key(|&(i, n)| (n, std::cmp::Reverse(i)))
+        } else {
+            None
         };
         let mut kept: Vec<SavedBlock> = Vec::new();
         if let Some((i, n)) = best {
             for saved in &self.conversations[i][..n] {
-                cache.restore_block(&saved.block)?;
+                if let Err(e) = cache.restore_block(&saved.block) {
+                    let _ = cache.clear();
+                    return Err(e.into());
+                }
                 kept.push(saved.clone());
             }
         }
-        let restored = kept.len() * BLOCK_POSITIONS;
-        let mut fresh: Vec<SavedBlock> = Vec::new();
-        let keep_blocks = self.slots > 0;
-        let out = prefill_blocks_with(
-            backbone,
-            cache,
-            &positions[restored..],
-            &mut |c: &DecodeCache, first| {
-                if keep_blocks {
-                    let b = (restored + first) / BLOCK_POSITIONS;
-                    fresh.push(SavedBlock {
-                        span: spans[b].clone(),
-                        block: c.save_last_block()?,
-                    });
-                }
-                Ok(())
-            },
-        );
-        let out = match out {
-            Ok(o) => o,
-            Err(e) => {
-                // A failed run leaves the cache in an unknown state; the kept blocks are intact.
-                let _ = cache.clear();
-                return Err(e);
-            }
+        let restored = cache.len();
+        let mut ext = Extension {
+            restored,
+            ..Default::default()
         };
-        self.resumed = restored;
+        let mut out = ForwardOutput::default();
+        if restored < positions.len() {
+            if stop() {
+                ext.stopped = true;
+            } else {
+                let first = kept.len();
+                let mut fresh: Vec<SavedBlock> = Vec::new();
+                let mut done = 0;
+                let run = prefill_blocks_with(
+                    backbone,
+                    cache,
+                    positions,
+                    blocks,
+                    want_last,
+                    &mut |c: &DecodeCache, range| {
+                        done = range.end;
+                        if keep_blocks {
+                            fresh.push(SavedBlock {
+                                range: range.clone(),
+                                span: spans[first + fresh.len()].clone(),
+                                block: c.save_block(range.start)?,
+                            });
+                        }
+                        Ok(!stop())
+                    },
+                );
+                out = match run {
+                    Ok(o) => o,
+                    Err(e) => {
+                        // A failed run leaves the cache in an unknown state; the kept blocks are
+                        // intact.
+                        let _ = cache.clear();
+                        return Err(e);
+                    }
+                };
+                ext.ran = done - restored;
+                ext.stopped = done < positions.len();
+                kept.extend(fresh);
+            }
+        }
         if keep_blocks {
-            kept.extend(fresh);
             if let Some((i, _)) = best {
                 // why: the new prompt extends (or diverges from) that conversation; its blocks
                 // now describe the conversation's latest state.
@@ -182,6 +275,6 @@ impl PrefillCache {
             }
             self.conversations.truncate(self.slots);
         }
-        Ok(out)
+        Ok((out, ext))
     }
 }

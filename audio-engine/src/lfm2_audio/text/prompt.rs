@@ -1,10 +1,19 @@
 //! Chat prompts as liquid-audio's `ChatState` builds them: each piece tokenized on its own
 //! (so token boundaries never cross a piece), audio-in positions in between; the [`Prompt`] type
 //! every task hands to generation.
+//!
+//! A prompt is also split into *chunks* by its turn structure (a single request's prompt is one
+//! chunk; a conversation's has one per question and one per earlier reply), and
+//! [`Prompt::blocks`] splits each chunk into prefill blocks from its start. That partition is
+//! what the prefill runs, cached or not: since it depends only on the turn structure, the blocks
+//! of a conversation's earlier turns are the same blocks in every later turn's prompt, so a
+//! session can restore them instead of running them without changing a bit.
+
+use std::ops::Range;
 
 use super::tokenizer::Tokenizer;
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::backbone::Position;
+use crate::lfm2_audio::model::backbone::{Position, BLOCK_POSITIONS};
 
 /// ASR system prompt.
 pub const SYSTEM_ASR: &str = "Perform ASR.";
@@ -52,12 +61,56 @@ impl PromptPiece {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Prompt {
     pieces: Vec<PromptPiece>,
+    /// First position of each chunk, increasing, the first 0 (empty for an empty prompt).
+    chunk_starts: Vec<usize>,
 }
 
 impl Prompt {
-    /// A prompt of `pieces`, in order.
+    /// A prompt of `pieces`, in order, as one chunk.
     pub fn from_pieces(pieces: Vec<PromptPiece>) -> Prompt {
-        Prompt { pieces }
+        Prompt::from_chunks(vec![pieces])
+    }
+
+    /// A prompt of `chunks` of pieces, in order (chunks without positions are dropped).
+    pub fn from_chunks(chunks: Vec<Vec<PromptPiece>>) -> Prompt {
+        let mut pieces = Vec::new();
+        let mut chunk_starts = Vec::new();
+        let mut pos = 0;
+        for chunk in chunks {
+            let n: usize = chunk.iter().map(PromptPiece::len).sum();
+            if n == 0 {
+                continue;
+            }
+            chunk_starts.push(pos);
+            pos += n;
+            pieces.extend(chunk);
+        }
+        Prompt {
+            pieces,
+            chunk_starts,
+        }
+    }
+
+    /// First position of each chunk.
+    pub fn chunk_starts(&self) -> &[usize] {
+        &self.chunk_starts
+    }
+
+    /// The prefill partition: each chunk split into blocks of at most [`BLOCK_POSITIONS`]
+    /// positions from its start, in order, covering every position once.
+    pub fn blocks(&self) -> Vec<Range<usize>> {
+        let len = self.len();
+        let mut out = Vec::new();
+        for (i, &start) in self.chunk_starts.iter().enumerate() {
+            let end = self.chunk_starts.get(i + 1).copied().unwrap_or(len);
+            let mut s = start;
+            while s < end {
+                let e = (s + BLOCK_POSITIONS).min(end);
+                out.push(s..e);
+                s = e;
+            }
+        }
+        out
     }
 
     /// The pieces in order.
@@ -205,8 +258,6 @@ impl<'t> PromptBuilder<'t> {
 
     /// The prompt.
     pub fn finish(self) -> Prompt {
-        Prompt {
-            pieces: self.pieces,
-        }
+        Prompt::from_pieces(self.pieces)
     }
 }

@@ -16,8 +16,9 @@ use crate::ggml::{Backend, BackendBuffer, Context, GgmlType, GraphAllocator, Ten
 use super::config::{LayerKind, Lfm2Config};
 use super::BackboneError;
 
-/// Positions per prefill block: blocks start at multiples of this, and the multi-turn session
-/// reuses whole blocks.
+/// Most positions one prefill block runs: a prompt's chunks (see
+/// [`Prompt::blocks`](crate::lfm2_audio::text::prompt::Prompt::blocks)) are split into blocks of
+/// this many positions from their start, and the multi-turn session reuses whole blocks.
 pub const BLOCK_POSITIONS: usize = 256;
 
 /// Which cache tensors a layer has.
@@ -213,25 +214,25 @@ impl DecodeCache {
         self.kv_row_bytes[il]
     }
 
-    /// A host copy of what the block ending at the cache's current length wrote: the K/V rows
-    /// of its [`BLOCK_POSITIONS`] positions and the conv tails after it. The length must be a
-    /// positive multiple of [`BLOCK_POSITIONS`] (call it right after a block-aligned prefill).
-    pub fn save_last_block(&self) -> Result<CacheBlock, BackboneError> {
+    /// A host copy of what the block from position `start` to the cache's current length
+    /// wrote: the K/V rows of its positions and the conv tails after it (call it right after
+    /// the block ran). The block must hold at least one position.
+    pub fn save_block(&self, start: usize) -> Result<CacheBlock, BackboneError> {
         let len = self.len;
-        if len == 0 || len % BLOCK_POSITIONS != 0 {
+        if start >= len {
             return Err(BackboneError::Input(format!(
-                "a block can be saved only at a block boundary; the cache holds {len} positions"
+                "a block from position {start} is empty; the cache holds {len} positions"
             )));
         }
-        let start = len - BLOCK_POSITIONS;
+        let n = len - start;
         let tensors = self.ctx.tensors();
         let mut layers = Vec::with_capacity(self.slots.len());
         for (il, slot) in self.slots.iter().enumerate() {
             layers.push(match *slot {
                 LayerSlot::Attention { k, v } => {
                     let row = self.kv_row_bytes[il];
-                    let mut kb = vec![0u8; row * BLOCK_POSITIONS];
-                    let mut vb = vec![0u8; row * BLOCK_POSITIONS];
+                    let mut kb = vec![0u8; row * n];
+                    let mut vb = vec![0u8; row * n];
                     tensors[k].read_bytes(start * row, &mut kb)?;
                     tensors[v].read_bytes(start * row, &mut vb)?;
                     SavedLayer::Attention { k: kb, v: vb }
@@ -241,7 +242,11 @@ impl DecodeCache {
                 },
             });
         }
-        Ok(CacheBlock { start, layers })
+        Ok(CacheBlock {
+            start,
+            positions: n,
+            layers,
+        })
     }
 
     /// Writes a saved block back: the cache must hold exactly the positions before it. The
@@ -253,9 +258,10 @@ impl DecodeCache {
                 block.start, self.len
             )));
         }
-        if block.start + BLOCK_POSITIONS > self.capacity {
+        let end = block.start + block.positions;
+        if end > self.capacity {
             return Err(BackboneError::Capacity {
-                needed: block.start + BLOCK_POSITIONS,
+                needed: end,
                 capacity: self.capacity,
             });
         }
@@ -267,7 +273,7 @@ impl DecodeCache {
             match (*slot, saved) {
                 (LayerSlot::Attention { k, v }, SavedLayer::Attention { k: kb, v: vb }) => {
                     let row = self.kv_row_bytes[il];
-                    if kb.len() != row * BLOCK_POSITIONS || vb.len() != kb.len() {
+                    if kb.len() != row * block.positions || vb.len() != kb.len() {
                         return Err(BackboneError::CacheMismatch);
                     }
                     tensors[k].set_bytes(block.start * row, kb)?;
@@ -282,7 +288,7 @@ impl DecodeCache {
                 _ => return Err(BackboneError::CacheMismatch),
             }
         }
-        self.len += BLOCK_POSITIONS;
+        self.len = end;
         Ok(())
     }
 }
@@ -294,10 +300,11 @@ enum SavedLayer {
     Conv { tail: Vec<u8> },
 }
 
-/// A host copy of one prefill block's cache writes (see [`DecodeCache::save_last_block`]).
+/// A host copy of one prefill block's cache writes (see [`DecodeCache::save_block`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheBlock {
     start: usize,
+    positions: usize,
     layers: Vec<SavedLayer>,
 }
 
@@ -305,6 +312,11 @@ impl CacheBlock {
     /// First position of the block.
     pub fn start(&self) -> usize {
         self.start
+    }
+
+    /// Positions the block holds.
+    pub fn positions(&self) -> usize {
+        self.positions
     }
 
     /// Host bytes the copy takes.

@@ -71,6 +71,10 @@ impl ChatMarkup {
     /// last (so one more than there are replies). A reply step that does not fit `fmt`, or a
     /// row count list of the wrong length, is an [`EngineError::Invariant`]: the session hands
     /// in replies it already read and rows it encoded.
+    ///
+    /// The prompt's chunks follow the turns: the head with the first question and its
+    /// `<|im_end|>\n<|im_start|>assistant\n`; then per earlier reply its steps with the
+    /// `<|im_end|>\n<|im_start|>user\n` after them; then the next question with its markup.
     pub fn build<'a>(
         &self,
         fmt: &ReplyFormat,
@@ -85,20 +89,52 @@ impl ChatMarkup {
                 replies.len()
             )));
         }
-        let mut pieces: Vec<PromptPiece> = Vec::new();
-        let text = |pieces: &mut Vec<PromptPiece>, markup: &[Vec<u32>]| {
-            pieces.extend(markup.iter().cloned().map(PromptPiece::Text));
+        self.lay_out(fmt, &replies, question_rows)
+    }
+
+    /// The conversation of `replies` and their questions up to the end of the last reply's
+    /// closing markup, before any next question: the prompt a session prefills ahead of the
+    /// next turn (whose [`ChatMarkup::build`] prompt starts with exactly these chunks).
+    /// `question_rows` has one count per reply.
+    pub fn build_through_reply<'a>(
+        &self,
+        fmt: &ReplyFormat,
+        replies: impl IntoIterator<Item = &'a Reply>,
+        question_rows: &[usize],
+    ) -> Result<Prompt, EngineError> {
+        let replies: Vec<&Reply> = replies.into_iter().collect();
+        if replies.is_empty() || question_rows.len() != replies.len() {
+            return Err(EngineError::Invariant(format!(
+                "chat prompt: {} question row counts for {} replies (want as many, at least one)",
+                question_rows.len(),
+                replies.len()
+            )));
+        }
+        self.lay_out(fmt, &replies, question_rows)
+    }
+
+    fn lay_out(
+        &self,
+        fmt: &ReplyFormat,
+        replies: &[&Reply],
+        question_rows: &[usize],
+    ) -> Result<Prompt, EngineError> {
+        let markup = |chunk: &mut Vec<PromptPiece>, markup: &[Vec<u32>]| {
+            chunk.extend(markup.iter().cloned().map(PromptPiece::Text));
         };
-        text(&mut pieces, &self.head);
+        let mut chunks: Vec<Vec<PromptPiece>> = Vec::new();
+        let mut chunk: Vec<PromptPiece> = Vec::new();
+        markup(&mut chunk, &self.head);
         let mut first = 0usize;
         for (q, &rows) in question_rows.iter().enumerate() {
-            pieces.push(PromptPiece::Audio {
+            chunk.push(PromptPiece::Audio {
                 question: q,
                 first,
                 rows,
             });
             first = first.saturating_add(rows);
-            text(&mut pieces, &self.to_assistant);
+            markup(&mut chunk, &self.to_assistant);
+            chunks.push(std::mem::take(&mut chunk));
             let Some(reply) = replies.get(q) else {
                 break;
             };
@@ -111,17 +147,18 @@ impl ChatMarkup {
                     ReplyStep::Text(id) => run.push(*id),
                     ReplyStep::Frame(codes) => {
                         if !run.is_empty() {
-                            pieces.push(PromptPiece::Text(std::mem::take(&mut run)));
+                            chunk.push(PromptPiece::Text(std::mem::take(&mut run)));
                         }
-                        pieces.push(PromptPiece::Frame(codes.clone()));
+                        chunk.push(PromptPiece::Frame(codes.clone()));
                     }
                 }
             }
             if !run.is_empty() {
-                pieces.push(PromptPiece::Text(run));
+                chunk.push(PromptPiece::Text(run));
             }
-            text(&mut pieces, &self.to_user);
+            markup(&mut chunk, &self.to_user);
+            chunks.push(std::mem::take(&mut chunk));
         }
-        Ok(Prompt::from_pieces(pieces))
+        Ok(Prompt::from_chunks(chunks))
     }
 }
