@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! cargo run --release --example bench --features llm -- [--quant Q4_0|Q8_0|F16|F32]
-//!     [--turns 4|10] [--threads N] [--sessions N] [--load-core] [--rounds R] [--json]
+//!     [--turns 4|10] [--threads N] [--frame-threads N] [--sessions N] [--load-core]
+//!     [--rounds R] [--json]
 //! ```
 //!
 //! - The package is written once per quantization (deterministic, seed 11) and cached (see
@@ -16,7 +17,10 @@
 //!   the prompt positions, the positions restored from the session's prefill blocks, the earlier
 //!   questions whose encoder output was reused, the stage times, per-step medians (text step;
 //!   audio frame as backbone + depthformer; detokenizer per frame), the real-time factor
-//!   (generation time / seconds of audio produced) and the RSS.
+//!   (generation time / seconds of audio produced) and the RSS. After each reply the session
+//!   prefills it ahead for the next turn (`SessionOptions::prefill_ahead`); the bench waits for
+//!   that before the next question (the user listening and speaking) and reports its positions
+//!   and time as "ahead".
 //! - llama.cpp: a child process (so its memory and threads stay out of our RSS and timings)
 //!   loads the package's backbone file with libllama's default model parameters (mmap, the CPU
 //!   backend's extra buffer types: repacked weights) and the same thread count, prefills token
@@ -61,6 +65,10 @@ struct Args {
     /// CPU threads per session (and for llama.cpp).
     #[arg(long, default_value_t = 2, value_parser = value_parser!(u32).range(1..=512))]
     threads: u32,
+    /// CPU threads of the per-frame graphs (`ModelOptions::frame_threads`: default 1, robust
+    /// under contention; 0 = `--threads`, faster on a dedicated machine).
+    #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(0..=512))]
+    frame_threads: u32,
     /// Sessions running the same conversation side by side, one thread each driving it.
     #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=16))]
     sessions: u32,
@@ -356,6 +364,9 @@ struct Turn {
     total: f64,
     rss: u64,
     load: Load,
+    /// Positions the session prefilled ahead after the previous turn, and the worker's time.
+    ahead_positions: usize,
+    ahead: f64,
     /// Of the reply's steps, text and audio: whether two runs made the same bytes.
     digest: u64,
 }
@@ -397,6 +408,11 @@ impl Turn {
             total: t.total.as_secs_f64(),
             rss: status_bytes("VmRSS:").unwrap_or(0),
             load,
+            ahead_positions: r.background.as_ref().map_or(0, |b| b.prefilled_positions),
+            ahead: r
+                .background
+                .as_ref()
+                .map_or(0.0, |b| b.elapsed.as_secs_f64()),
             digest,
         }
     }
@@ -428,6 +444,10 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
     let mut history: Vec<Artifact> = Vec::new();
     let mut turns = Vec::new();
     for (t, q) in questions.iter().enumerate() {
+        // why: the session prefills each reply ahead while the user listens and speaks (2.4 s
+        // of reply audio here, far longer than the work); waiting for it stands for that time,
+        // and the work's own time is reported apart (columns "ahead").
+        let ahead = session.wait_background().cloned();
         let req = S2sRequest {
             question: q.clone(),
             history: history.clone(),
@@ -443,13 +463,20 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
         let r = session
             .s2s(&req)
             .with_context(|| format!("turn {}", t + 1))?;
-        let turn = Turn::of(&r, meter.stop());
+        let mut turn = Turn::of(&r, meter.stop());
+        if let Some(b) = ahead.filter(|_| t > 0) {
+            turn.ahead_positions = b.prefilled_positions;
+            turn.ahead = b.elapsed.as_secs_f64();
+        }
         // Progress on stderr: on a loaded machine a round can take minutes.
         eprintln!(
-            "  turn {}: prompt {}, resumed {}, total {:.2} s, thread waited {:.2} s",
+            "  turn {}: prompt {}, resumed {}, prefilled ahead {} in {:.2} s, total {:.2} s, \
+             thread waited {:.2} s",
             t + 1,
             turn.prompt,
             turn.resumed,
+            turn.ahead_positions,
+            turn.ahead,
             turn.total,
             turn.load.wait
         );
@@ -749,14 +776,16 @@ fn main() -> Result<()> {
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     println!(
-        "bench: {} ({:?}), {} turns of {:.1} s questions, {} reply steps, {} thread(s) x {} \
-         session(s), {} round(s){}; {machine}, {cores} cores; load average {:.2}",
+        "bench: {} ({:?}), {} turns of {:.1} s questions, {} reply steps, {} thread(s) ({} for \
+         frame graphs) x {} session(s), {} round(s){}; {machine}, {cores} cores; load average \
+         {:.2}",
         dir.display(),
         a.quant,
         a.turns,
         a.question_seconds,
         a.steps,
         a.threads,
+        a.frame_threads,
         a.sessions,
         a.rounds,
         if a.load_core {
@@ -779,6 +808,7 @@ fn main() -> Result<()> {
         ModelPackage::open_paths(paths)?,
         ModelOptions {
             n_threads: a.threads as usize,
+            frame_threads: a.frame_threads as usize,
             ..Default::default()
         },
     )?;
@@ -845,11 +875,11 @@ fn main() -> Result<()> {
         a.rounds, a.sessions
     );
     println!(
-        "| turn | prompt | resumed | prefilled | reused q | encode | prefill | pos/s | first \
-         audio | text step | frame | frame backbone | frame depthformer | detok/frame | steps | \
-         audio s | RTF | total | RSS MiB | thread waited | CPU pressure |"
+        "| turn | prompt | resumed | prefilled | ahead pos | ahead | reused q | encode | prefill | \
+         pos/s | first audio | text step | frame | frame backbone | frame depthformer | \
+         detok/frame | steps | audio s | RTF | total | RSS MiB | thread waited | CPU pressure |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut per_turn_json = Vec::new();
     for t in 0..n_turns {
         let s = samples(t);
@@ -860,6 +890,8 @@ fn main() -> Result<()> {
         let row = json!({
             "turn": t + 1, "prompt": first.prompt, "resumed": first.resumed,
             "reused_questions": first.reused,
+            "ahead_positions": first.ahead_positions,
+            "ahead_s": med_of(&s, |x| Some(x.ahead)),
             "encode_s": med_of(&s, |x| Some(x.encode)),
             "prefill_s": med_of(&s, |x| Some(x.prefill)),
             "prefill_pos_per_s": med_of(&s, |x| Some(x.prefill_rate())),
@@ -876,12 +908,14 @@ fn main() -> Result<()> {
             "thread_wait_s": wait, "cpu_pressure_s": press, "wall_s": wall,
         });
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | \
-             {:.2} | {} | {} | {:.0} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | \
+             {} | {:.2} | {} | {} | {:.0} | {} | {} |",
             t + 1,
             first.prompt,
             first.resumed,
             first.prefilled(),
+            first.ahead_positions,
+            ms(med_of(&s, |x| Some(x.ahead))),
             first.reused,
             ms(med_of(&s, |x| Some(x.encode))),
             ms(med_of(&s, |x| Some(x.prefill))),
@@ -1134,7 +1168,7 @@ fn main() -> Result<()> {
 
     if a.json {
         let v = json!({
-            "quant": a.quant.to_string(), "turns": a.turns, "threads": a.threads,
+            "quant": a.quant.to_string(), "turns": a.turns, "threads": a.threads, "frame_threads": a.frame_threads,
             "sessions": a.sessions, "rounds": a.rounds, "load_core": a.load_core,
             "steps": a.steps, "question_seconds": a.question_seconds,
             "load_s": load_s, "peak_rss": peak, "identical": identical,

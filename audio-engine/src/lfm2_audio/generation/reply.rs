@@ -226,15 +226,19 @@ impl Lfm2Audio {
         let mut audio_sampler = AudioSampler::new(opts.audio);
         // why: a text-only schedule (ASR) never makes a frame, so it skips the audio state.
         let speaks = schedule.speaks();
-        let mut scratch = match speaks {
-            true => Some(self.depthformer().new_scratch_on(backend)?),
+        let frames_on = match speaks {
+            true => Some(self.frame_backend(backend)?),
             false => None,
+        };
+        let mut scratch = match &frames_on {
+            Some(b) => Some(self.depthformer().new_scratch_on(b)?),
+            None => None,
         };
         let mut depth = match scratch.as_mut() {
             Some(s) => Some(self.depthformer().session(s)?),
             None => None,
         };
-        let mut detok = speaks.then(|| self.detokenizer().stream_on(backend));
+        let mut detok = frames_on.as_ref().map(|b| self.detokenizer().stream_on(b));
         let mut pending = Utf8Pending::default();
         let mut result = ReplyResult {
             prompt_positions: prompt_len,

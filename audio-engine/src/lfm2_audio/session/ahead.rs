@@ -37,6 +37,9 @@ pub struct BackgroundWork {
     pub prefilled_positions: usize,
     /// Wall time the worker ran.
     pub elapsed: Duration,
+    /// How long the call that settled it waited for it to finish or stop (time the caller
+    /// spent on it; zero when it had finished).
+    pub waited: Duration,
     /// Whether it was stopped before it finished (another request came first).
     pub stopped: bool,
     /// Why it failed, if it did (the next turn then runs those positions itself).
@@ -86,6 +89,7 @@ impl Ahead {
                         elapsed: started.elapsed(),
                         stopped: ext.stopped,
                         failed: None,
+                        waited: Duration::ZERO,
                     },
                     Err(e) => BackgroundWork {
                         elapsed: started.elapsed(),

@@ -198,7 +198,9 @@ impl Session {
     /// block; takes the prefill cache back. Returns the work's report.
     fn settle(&mut self, wait: bool) -> Option<BackgroundWork> {
         let ahead = self.ahead.take()?;
-        let (cache, work) = ahead.finish(wait);
+        let started = Instant::now();
+        let (cache, mut work) = ahead.finish(wait);
+        work.waited = started.elapsed();
         self.prefill = cache.unwrap_or_else(|| PrefillCache::new(self.options.prefill_slots));
         self.background = Some(work.clone());
         Some(work)
