@@ -408,8 +408,9 @@ impl Depthformer {
     }
 }
 
-/// The per-frame state: K and V of each layer, `[head_dim * kv_heads, C]` (one row per
-/// position), then `depth_linear(h)` as `[d, C]`.
+/// The per-frame state: K and V of each layer (K `[head_dim * kv_heads, C]`, one row per
+/// position; V transposed, `[C, head_dim * kv_heads]`, see [`KvRows`]), then `depth_linear(h)`
+/// as `[d, C]`.
 struct FrameState {
     ctx: Context,
     // why: the context retains the buffer; the field documents ownership.
@@ -423,10 +424,10 @@ impl FrameState {
         let kv_row = i64::from(config.head_dim) * i64::from(config.n_head_kv);
         let ctx = Context::metadata_with_graph(2 * n_layer + 1, 0)?;
         for il in 0..n_layer {
-            for kind in ["k", "v"] {
-                let t = ctx.new_tensor_2d(GgmlType::F32, kv_row, c)?;
-                t.set_name(&format!("depth_cache_{kind}_l{il}"))?;
-            }
+            let k = ctx.new_tensor_2d(GgmlType::F32, kv_row, c)?;
+            k.set_name(&format!("depth_cache_k_l{il}"))?;
+            let v = ctx.new_tensor_2d(GgmlType::F32, c, kv_row)?;
+            v.set_name(&format!("depth_cache_v_l{il}"))?;
         }
         let din = ctx.new_tensor_2d(GgmlType::F32, i64::from(config.n_embd), c)?;
         din.set_name("depth_in")?;

@@ -147,12 +147,15 @@ pub enum QkvProjection {
     Fused(Linear),
 }
 
-/// One layer's K/V rows: `k` and `v` `[head_dim * kv_heads, capacity]` F32, one row per position.
+/// One layer's K/V cache, F32: `k` `[head_dim * kv_heads, capacity]` (one row per position)
+/// and `v` transposed, `[capacity, head_dim * kv_heads]` (one row per value dimension), so the
+/// attention's `V^T` is a view of it rather than a transposed copy of every cached row at every
+/// step.
 #[derive(Debug, Clone, Copy)]
 pub struct KvRows<'a> {
     /// Keys.
     pub k: Tensor<'a>,
-    /// Values.
+    /// Values, transposed.
     pub v: Tensor<'a>,
 }
 
@@ -232,18 +235,19 @@ impl Attention {
         // them before the reads in the graph's execution order.
         let row = cache.k.nb()[1];
         let k_dst = ctx.view_2d(cache.k, kvw, n, row, inp.p0 * row)?;
-        let v_dst = ctx.view_2d(cache.v, kvw, n, row, inp.p0 * row)?;
         g.build_forward_expand(ctx.cpy(ctx.reshape_2d(k, kvw, n)?, k_dst)?)?;
-        g.build_forward_expand(ctx.cpy(v, v_dst)?)?;
+        // V goes in as columns p0 .. p0 + n of the transposed cache.
+        let v_row = cache.v.nb()[1];
+        let v_dst = ctx.view_2d(cache.v, n, kvw, v_row, inp.p0 * F32)?;
+        g.build_forward_expand(ctx.cpy(ctx.transpose(v)?, v_dst)?)?;
 
-        // [hd, kv_len, nkv] views of the cache (heads strided inside each row).
+        // [hd, kv_len, nkv] view of the keys (heads strided inside each row).
         let kv_len = inp.p0 as i64 + n;
         let e = self.head_dim * F32;
         let kall = ctx.view_3d(cache.k, hd, nkv, kv_len, e, row, 0)?;
-        let vall = ctx.view_3d(cache.v, hd, nkv, kv_len, e, row, 0)?;
         let kall = ctx.permute(kall, [0, 2, 1, 3])?;
-        // [kv_len, hd, nkv]
-        let vt = ctx.cont(ctx.transpose(ctx.permute(vall, [0, 2, 1, 3])?)?)?;
+        // [kv_len, hd, nkv]: the first kv_len columns of each value dimension's row.
+        let vt = ctx.view_3d(cache.v, kv_len, hd, nkv, v_row, self.head_dim * v_row, 0)?;
         let qp = ctx.permute(q, [0, 2, 1, 3])?; // [hd, n, nh]
         let kq = ctx.mul_mat(kall, qp)?; // [kv_len, n, nh]
         let scale = 1.0 / (self.head_dim as f32).sqrt();

@@ -3,18 +3,24 @@
 //! The cache is owned by the engine, not by libllama, so the session can copy and restore it
 //! block by block (multi-turn prefill reuse). On the CPU its memory is a lazily zeroed anonymous
 //! mapping wrapped as a ggml CPU buffer: capacity that was never written never becomes resident,
-//! so a large context costs only what a conversation has used.
+//! so a large context costs only what a conversation has used (for the transposed values, at
+//! least one page per value dimension and layer: 2 MiB per attention layer at full size).
 //!
-//! Layout (ggml order), per attention layer `K`, `V`: `[head_dim * kv_heads, capacity]`, one row
-//! per position, so the rows of a 256-position block are one contiguous byte range. Per conv
-//! layer: `[L - 1, hidden]`, the last `L - 1` inputs of its depthwise convolution (its whole
-//! recurrent state).
+//! Layout (ggml order), per attention layer: `K` `[head_dim * kv_heads, capacity]`, one row per
+//! position, so a block's keys are one contiguous byte range; `V` transposed,
+//! `[capacity, head_dim * kv_heads]`, one row per value dimension (the attention reads `V^T` as
+//! a view; see [`KvRows`](crate::lfm2_audio::model::nn::KvRows)), so a block's values are one
+//! range per dimension. Per conv layer: `[L - 1, hidden]`, the last `L - 1` inputs of its
+//! depthwise convolution (its whole recurrent state).
 
 use crate::ggml::lazy_memory::{resident_bytes, LazyZeroed};
 use crate::ggml::{Backend, BackendBuffer, Context, GgmlType, GraphAllocator, Tensor};
 
 use super::config::{LayerKind, Lfm2Config};
 use super::BackboneError;
+
+/// Bytes of one F32 value.
+const F32: usize = std::mem::size_of::<f32>();
 
 /// Most positions one prefill block runs: a prompt's chunks (see
 /// [`Prompt::blocks`](crate::lfm2_audio::text::prompt::Prompt::blocks)) are split into blocks of
@@ -87,7 +93,7 @@ impl DecodeCache {
                     let row = i64::from(cfg.head_dim) * i64::from(cfg.num_key_value_heads[il]);
                     let k = ctx.new_tensor_2d(GgmlType::F32, row, capacity as i64)?;
                     k.set_name(&format!("cache_k_l{il}"))?;
-                    let v = ctx.new_tensor_2d(GgmlType::F32, row, capacity as i64)?;
+                    let v = ctx.new_tensor_2d(GgmlType::F32, capacity as i64, row)?;
                     v.set_name(&format!("cache_v_l{il}"))?;
                     bytes += k.nbytes() + v.nbytes();
                     slots.push(LayerSlot::Attention { k: n, v: n + 1 });
@@ -232,9 +238,13 @@ impl DecodeCache {
                 LayerSlot::Attention { k, v } => {
                     let row = self.kv_row_bytes[il];
                     let mut kb = vec![0u8; row * n];
-                    let mut vb = vec![0u8; row * n];
                     tensors[k].read_bytes(start * row, &mut kb)?;
-                    tensors[v].read_bytes(start * row, &mut vb)?;
+                    // V: positions start..len of each value dimension's row.
+                    let mut vb = vec![0u8; row * n];
+                    let v_row = self.capacity * F32;
+                    for (d, part) in vb.chunks_exact_mut(n * F32).enumerate() {
+                        tensors[v].read_bytes(d * v_row + start * F32, part)?;
+                    }
                     SavedLayer::Attention { k: kb, v: vb }
                 }
                 LayerSlot::Conv { state } => SavedLayer::Conv {
@@ -277,7 +287,11 @@ impl DecodeCache {
                         return Err(BackboneError::CacheMismatch);
                     }
                     tensors[k].set_bytes(block.start * row, kb)?;
-                    tensors[v].set_bytes(block.start * row, vb)?;
+                    let v_row = self.capacity * F32;
+                    let n = block.positions * F32;
+                    for (d, part) in vb.chunks_exact(n).enumerate() {
+                        tensors[v].set_bytes(d * v_row + block.start * F32, part)?;
+                    }
                 }
                 (LayerSlot::Conv { state }, SavedLayer::Conv { tail }) => {
                     if tail.len() != tensors[state].nbytes() {
