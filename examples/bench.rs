@@ -65,9 +65,9 @@ struct Args {
     /// CPU threads per session (and for llama.cpp).
     #[arg(long, default_value_t = 2, value_parser = value_parser!(u32).range(1..=512))]
     threads: u32,
-    /// CPU threads of the per-frame graphs (`ModelOptions::frame_threads`: default 1, robust
-    /// under contention; 0 = `--threads`, faster on a dedicated machine).
-    #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(0..=512))]
+    /// CPU threads of the per-frame graphs (`ModelOptions::frame_threads`: 0, the default,
+    /// measures and picks between `--threads` and one as the load changes; N fixes it).
+    #[arg(long, default_value_t = 0, value_parser = value_parser!(u32).range(0..=512))]
     frame_threads: u32,
     /// Sessions running the same conversation side by side, one thread each driving it.
     #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=16))]

@@ -131,6 +131,8 @@ pub(crate) struct BackendInner {
     name: String,
     is_cpu: bool,
     buffer_type: BufferType,
+    /// The thread count last set through [`Backend::set_n_threads`] (0: never set).
+    threads: std::sync::atomic::AtomicUsize,
 }
 
 /// A compute backend: the CPU, or a GPU when the crate is built with `cuda` or `metal`.
@@ -297,6 +299,7 @@ impl Backend {
                 name,
                 is_cpu,
                 buffer_type,
+                threads: std::sync::atomic::AtomicUsize::new(0),
             }),
             repack: repack_by_default(),
         })
@@ -406,6 +409,19 @@ impl Backend {
         NonNull::new(dev).map(device_info)
     }
 
+    /// The CPU thread count last set with [`Backend::set_n_threads`] (`None` before any, or
+    /// on another device).
+    pub fn n_threads(&self) -> Option<usize> {
+        match self
+            .inner
+            .threads
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
     /// Sets the number of worker threads (CPU backend, or a backend that exposes
     /// `ggml_backend_set_n_threads`).
     pub fn set_n_threads(&self, n_threads: usize) -> Result<()> {
@@ -420,6 +436,9 @@ impl Backend {
         if self.inner.is_cpu {
             // SAFETY: the backend is live and is a CPU backend (the function asserts that).
             unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), n) };
+            self.inner
+                .threads
+                .store(n_threads, std::sync::atomic::Ordering::Relaxed);
             return Ok(());
         }
         let setter = set_n_threads_proc(&raw).ok_or_else(|| {

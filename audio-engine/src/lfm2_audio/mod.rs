@@ -87,7 +87,7 @@ pub mod internals {
     pub mod error {
         pub use super::super::error::*;
     }
-    pub use super::generation::{reply, sampling, schedule};
+    pub use super::generation::{frame_threads, reply, sampling, schedule};
     pub use super::io::{audio, package};
     pub use super::model::backbone::config as backbone_config;
     pub use super::model::detokenizer::config as vocoder_config;

@@ -1,6 +1,8 @@
 //! Generation: the one loop every task runs ([`reply`]), which modality each step takes
-//! ([`schedule`]) and how a token or code is drawn ([`sampling`]).
+//! ([`schedule`]), how a token or code is drawn ([`sampling`]) and how many threads the
+//! per-frame graphs get ([`frame_threads`]).
 
+pub mod frame_threads;
 pub mod reply;
 pub mod sampling;
 pub mod schedule;

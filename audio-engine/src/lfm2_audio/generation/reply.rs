@@ -226,19 +226,21 @@ impl Lfm2Audio {
         let mut audio_sampler = AudioSampler::new(opts.audio);
         // why: a text-only schedule (ASR) never makes a frame, so it skips the audio state.
         let speaks = schedule.speaks();
-        let frames_on = match speaks {
-            true => Some(self.frame_backend(backend)?),
+        let mut frame_threads = match speaks {
+            true => Some(self.frame_threads(backend)?),
             false => None,
         };
-        let mut scratch = match &frames_on {
-            Some(b) => Some(self.depthformer().new_scratch_on(b)?),
+        let mut scratch = match &frame_threads {
+            Some(f) => Some(self.depthformer().new_scratch_on(f.backend())?),
             None => None,
         };
         let mut depth = match scratch.as_mut() {
             Some(s) => Some(self.depthformer().session(s)?),
             None => None,
         };
-        let mut detok = frames_on.as_ref().map(|b| self.detokenizer().stream_on(b));
+        let mut detok = frame_threads
+            .as_ref()
+            .map(|f| self.detokenizer().stream_on(f.backend()));
         let mut pending = Utf8Pending::default();
         let mut result = ReplyResult {
             prompt_positions: prompt_len,
@@ -293,12 +295,17 @@ impl Lfm2Audio {
                     }
                 }
                 Modality::Audio => {
-                    let (Some(depth), Some(detok)) = (depth.as_mut(), detok.as_mut()) else {
+                    let (Some(depth), Some(detok), Some(threads)) =
+                        (depth.as_mut(), detok.as_mut(), frame_threads.as_mut())
+                    else {
                         return Err(EngineError::Invariant(
                             "a text-only schedule asked for a frame".into(),
                         ));
                     };
+                    threads.before_frame()?;
+                    let t_depth = Instant::now();
                     let codes = depth.frame(&last.hidden, &mut audio_sampler)?;
+                    let mut graphs = t_depth.elapsed();
                     result.timings.steps.depthformer.push(t_step.elapsed());
                     let codes = schedule.frame(codes);
                     // why: a frame holding the end-of-audio code carries no audio; in codebook 0
@@ -309,12 +316,15 @@ impl Lfm2Audio {
                     if !eoa {
                         let t_detok = Instant::now();
                         let samples = detok.push(&codes)?;
-                        result.timings.steps.detokenizer.push(t_detok.elapsed());
+                        let took = t_detok.elapsed();
+                        graphs += took;
+                        result.timings.steps.detokenizer.push(took);
                         if !emit(ReplyEvent::Audio(samples), &mut result) {
                             result.steps.push(ReplyStep::Frame(codes));
                             break 'gen;
                         }
                     }
+                    threads.after_frame(graphs);
                     result.steps.push(ReplyStep::Frame(codes));
                     // why: the frame goes back into the backbone below; the step borrows it.
                     let ReplyStep::Frame(codes) = result.steps.last().expect("just pushed") else {

@@ -22,6 +22,7 @@ use super::features;
 use super::load_error::LoadError;
 use super::weights::WeightFile;
 use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::generation::frame_threads::FrameThreads;
 use crate::lfm2_audio::io::audio::{self, ReadOptions};
 use crate::lfm2_audio::io::package::ModelPackage;
 use crate::lfm2_audio::text::tokenizer::Tokenizer;
@@ -41,12 +42,11 @@ pub struct ModelOptions {
     /// Threads for CPU compute.
     pub n_threads: usize,
     /// CPU threads for the small graphs every audio frame runs (the depthformer's one per
-    /// codebook, the detokenizer's); 0 means `n_threads`. Default 1: each of those graphs
-    /// would otherwise hand work to its worker threads anew, and with another process busy on
-    /// a core a frame then waits for the scheduler at every graph (measured at full size with
-    /// one core busy: depthformer 18 ms per frame on 1 thread against 378 ms on 2). On a
-    /// machine dedicated to the engine, 0 (or `n_threads`) makes frames faster (depthformer
-    /// 12.8 ms on 2 threads against 18.8 on 1); the bytes are the same either way.
+    /// codebook, the detokenizer's). Default 0: each reply measures frames on the backbone's
+    /// thread count and on one thread and keeps the cheaper, probing again as it goes (with
+    /// another process busy on a core, two threads took the depthformer from 12.8 ms to 378 ms
+    /// per frame, one thread from 18.8 to 18 ms). A positive count fixes it (e.g. the thread
+    /// count on a machine dedicated to the engine). The bytes are the same either way.
     pub frame_threads: usize,
     /// Longest audio accepted in one pass, seconds.
     pub max_audio_seconds: f64,
@@ -62,7 +62,7 @@ impl Default for ModelOptions {
     fn default() -> Self {
         ModelOptions {
             n_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            frame_threads: 1,
+            frame_threads: 0,
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
             repack: crate::ggml::repack_by_default(),
@@ -343,17 +343,20 @@ impl Lfm2Audio {
         Ok(b)
     }
 
-    /// The backend a reply's per-frame graphs compute on, next to `backend` (the backbone's):
-    /// a CPU instance of its own with [`ModelOptions::frame_threads`] threads, or `backend`
-    /// itself when that is 0 or the device is not the CPU.
-    pub(crate) fn frame_backend(&self, backend: &Backend) -> Result<Backend, EngineError> {
-        let n = self.inner.options.frame_threads;
-        if n == 0 || !backend.is_cpu() {
-            return Ok(backend.clone());
-        }
-        let b = backend.new_instance()?;
-        b.set_n_threads(n)?;
-        Ok(b)
+    /// The thread policy of a reply's per-frame graphs, next to `backend` (the backbone's): on
+    /// the CPU an instance of their own (so their thread count can change), following
+    /// [`ModelOptions::frame_threads`]; elsewhere `backend` itself.
+    pub(crate) fn frame_threads(&self, backend: &Backend) -> Result<FrameThreads, EngineError> {
+        let n = backend
+            .n_threads()
+            .unwrap_or(self.inner.options.n_threads)
+            .max(1);
+        let b = if backend.is_cpu() {
+            backend.new_instance()?
+        } else {
+            backend.clone()
+        };
+        FrameThreads::new(b, self.inner.options.frame_threads, n)
     }
 
     /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,
