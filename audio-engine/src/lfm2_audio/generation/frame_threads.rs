@@ -6,24 +6,29 @@
 //! hand-over and barrier waits for the scheduler (measured at full size with one core busy: the
 //! depthformer took 378 ms per frame on 2 threads and 18 ms on 1, against 12.8 and 18.8 ms on an
 //! idle machine). No fixed count is right on a shared machine, so by default the reply measures:
-//! it runs frames on the backbone's thread count and on one thread, keeps the cheaper, and tries
-//! the other again every [`PROBE_EVERY`] frames, so it follows the machine's load as it changes.
-//! The thread count never changes a bit of the output (`tests/thread_counts.rs`), so measuring
-//! costs only the time of the probe frames.
+//! its first frame runs on one thread (the setting that never collapses), its second on the
+//! backbone's thread count; it keeps the cheaper and tries the other again [`PROBE_EVERY`] frames
+//! later, doubling that interval each time the probe loses (a probe on a busy machine costs a
+//! slow frame) and going back to [`PROBE_EVERY`] when it wins, so it follows the machine's load
+//! as it changes. The thread count never changes a bit of the output
+//! (`tests/thread_counts.rs`), so measuring costs only the time of the probe frames.
 
 use std::time::Duration;
 
 use crate::ggml::Backend;
 use crate::lfm2_audio::error::EngineError;
 
-/// Frames between two probes of the setting not in use.
+/// Frames between two probes of the setting not in use, after a probe that won.
 pub const PROBE_EVERY: usize = 16;
+
+/// The longest interval between probes.
+const PROBE_AT_MOST: usize = 256;
 
 /// The thread count of a reply's per-frame graphs (see the module docs).
 #[derive(Debug)]
 pub(crate) struct FrameThreads {
     backend: Backend,
-    /// The two settings measured: the backbone's thread count, then one.
+    /// The two settings measured: one thread, then the backbone's thread count.
     choices: [usize; 2],
     /// Smoothed cost of a frame at each setting, once measured.
     cost: [Option<Duration>; 2],
@@ -31,6 +36,9 @@ pub(crate) struct FrameThreads {
     current: usize,
     /// Frames run so far.
     frames: usize,
+    /// The frame of the next probe, and the interval after it.
+    next_probe: usize,
+    interval: usize,
     /// Whether the coming frame probes the setting not chosen.
     probing: bool,
     adaptive: bool,
@@ -46,16 +54,18 @@ impl FrameThreads {
         n_threads: usize,
     ) -> Result<FrameThreads, EngineError> {
         let adaptive = fixed == 0 && n_threads > 1 && backend.is_cpu();
-        let first = if fixed == 0 { n_threads.max(1) } else { fixed };
+        let first = if adaptive { 1 } else { fixed.max(1) };
         if backend.is_cpu() {
             backend.set_n_threads(first)?;
         }
         Ok(FrameThreads {
             backend,
-            choices: [first, 1],
+            choices: [first, n_threads.max(1)],
             cost: [None, None],
             current: 0,
             frames: 0,
+            next_probe: 0,
+            interval: PROBE_EVERY,
             probing: false,
             adaptive,
         })
@@ -77,7 +87,10 @@ impl FrameThreads {
             [Some(_), None] => 1,
             [Some(a), Some(b)] => {
                 let best = usize::from(b < a);
-                self.probing = self.frames % PROBE_EVERY == 0;
+                if self.frames == 2 {
+                    self.next_probe = 2 + PROBE_EVERY;
+                }
+                self.probing = self.frames == self.next_probe;
                 if self.probing {
                     1 - best
                 } else {
@@ -95,6 +108,15 @@ impl FrameThreads {
     /// Records what the frame's graphs took.
     pub(crate) fn after_frame(&mut self, took: Duration) {
         self.frames += 1;
+        if self.probing {
+            let won = self.cost[1 - self.current].is_some_and(|other| took < other);
+            self.interval = if won {
+                PROBE_EVERY
+            } else {
+                (self.interval * 2).min(PROBE_AT_MOST)
+            };
+            self.next_probe = self.frames - 1 + self.interval;
+        }
         let c = &mut self.cost[self.current];
         // why: a probe is the only news about the other setting, so it replaces the old figure
         // (the load may have changed since); the setting in use is smoothed, half of the old
@@ -137,10 +159,28 @@ mod tests {
                 ms(18)
             });
         }
-        assert_eq!(&seen[..2], &[2, 1], "first the backbone's count, then one");
-        // Then one thread, except one probe of two every PROBE_EVERY frames.
+        assert_eq!(
+            &seen[..2],
+            &[1, 2],
+            "first one thread, then the backbone's count"
+        );
+        // Then one thread, except probes of two, the interval doubling as they lose.
         let probes: Vec<usize> = (2..40).filter(|&f| seen[f] == 2).collect();
-        assert_eq!(probes, vec![16, 32]);
+        assert_eq!(probes, vec![18]);
+        let mut p = pacer();
+        let mut probes = Vec::new();
+        for f in 0..200 {
+            p.before_frame().unwrap();
+            if f >= 2 && p.current_threads() == 2 {
+                probes.push(f);
+            }
+            p.after_frame(if p.current_threads() == 2 {
+                ms(300)
+            } else {
+                ms(18)
+            });
+        }
+        assert_eq!(probes, vec![18, 50, 114]);
     }
 
     #[test]
@@ -159,17 +199,11 @@ mod tests {
             };
             p.after_frame(t);
         }
-        // Busy until frame 20: one thread (the probe at 16 confirms it); the probe at 32 finds
-        // two threads cheaper again and keeps them (the probe of one at 48 does not win).
-        assert!(seen[2..32]
-            .iter()
-            .enumerate()
-            .all(|(i, &n)| n == 1 || i + 2 == 16));
-        assert!(seen[32..64]
-            .iter()
-            .enumerate()
-            .all(|(i, &n)| n == 2 || i + 32 == 48));
-        assert_eq!(seen[48], 1);
+        // Busy until frame 20: one thread (the probe at 18 confirms it); the probe at 50 finds
+        // two threads cheaper again and keeps them.
+        let probes_of_two: Vec<usize> = (2..50).filter(|&f| seen[f] == 2).collect();
+        assert_eq!(probes_of_two, vec![18]);
+        assert!(seen[50..64].iter().all(|&n| n == 2), "{seen:?}");
     }
 
     #[test]
