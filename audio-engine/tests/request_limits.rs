@@ -190,7 +190,7 @@ fn artifact_count_at_the_limit_is_read_and_one_more_is_refused() {
     };
     let at = turns(MAX_ARTIFACTS / 2);
     assert_eq!(at.len(), MAX_ARTIFACTS);
-    assert_eq!(check_artifacts(Task::S2s, &at).unwrap(), true);
+    assert!(check_artifacts(Task::S2s, &at).unwrap());
     let r = session.s2s(&s2s_request(at));
     not_refused_by(&r, "MAX_ARTIFACTS");
     let e = r.unwrap_err();
@@ -229,7 +229,7 @@ fn artifact_bytes_at_the_limit_are_read_and_one_more_is_refused() {
     // so a 256 MiB payload costs no memory.
     let turn = |payload_bytes: usize| vec![question(vec![0u8; payload_bytes]), reply.clone()];
     let at = turn(MAX_ARTIFACT_BYTES - reply.payload.len());
-    assert_eq!(check_artifacts(Task::S2s, &at).unwrap(), true);
+    assert!(check_artifacts(Task::S2s, &at).unwrap());
     // Past the limit checks, the question is read and is no WAV.
     let r = session.s2s(&s2s_request(at));
     not_refused_by(&r, "MAX_ARTIFACT_BYTES");
