@@ -1,9 +1,9 @@
-//! The fault sweep: each of the four GGUF files of the tiny F32 package, damaged in many ways
-//! (truncated at many offsets; bytes of the header, of every metadata key and value and of every
-//! tensor info flipped; bytes flipped at evenly spread offsets of the whole header and metadata
-//! region; a few in the tensor data), then the package is loaded and a short ASR run (with a
-//! short S2S too when the damaged file is the vocoder or the detokenizer, which ASR does not
-//! use). Every case must end in a typed error or a valid result: never a panic, an abort (a
+//! The fault sweep: each of the four GGUF files of the tiny package (F32, and Q4_0, whose
+//! matrices are repacked), damaged in many ways (truncated at many offsets; bytes of the header,
+//! of every metadata key and value and of every tensor info flipped; bytes flipped at evenly
+//! spread offsets of the whole header and metadata region; some in the tensor data), then the
+//! package is loaded and a short ASR run (with a short S2S too when the damaged file is the
+//! vocoder or the detokenizer, which ASR does not use). Every case must end in a typed error or a valid result: never a panic, an abort (a
 //! ggml assert included) or a hang, and each within [`CASE_BOUND`].
 //!
 //! The cases run in a child process per file (`fault_sweep_child`), so an abort is reported
@@ -267,15 +267,16 @@ fn cases(good: &[u8]) -> Vec<(Damage, String)> {
     add(Damage::Truncate(len - 1), "last byte cut".into());
 
     // Every recorded field, damaged by what it holds: a near value (a type F32 -> F16, a
-    // dimension or count off by one, an offset off alignment) and a far one (a huge count, an
-    // unknown type, an aligned offset 32 bytes off).
+    // dimension or count off by one or by 256, an offset off alignment) and a far one (a huge
+    // count, an unknown type, an aligned offset 32 bytes off).
     for f in &l.fields {
         let low = f.offset;
         let top = f.offset + f.len - 1;
         let masks: &[(usize, u8)] = match f.kind {
             Kind::Magic => &[(0, 0x01), (3, 0x20)],
             Kind::Type => &[(0, 0x01), (0, 0x0e)],
-            Kind::Size | Kind::Value => &[(0, 0x01), (usize::MAX, 0x80)],
+            Kind::Size => &[(0, 0x01), (1, 0x01), (usize::MAX, 0x80)],
+            Kind::Value => &[(0, 0x01), (usize::MAX, 0x80)],
             Kind::Offset => &[(0, 0x01), (0, 0x20)],
             Kind::FirstByte => &[(0, 0x01)],
         };
@@ -290,7 +291,7 @@ fn cases(good: &[u8]) -> Vec<(Damage, String)> {
 
     // Evenly spread flips across the header and metadata region (mostly inside strings: key
     // names, token texts, merges), and a few in the tensor data.
-    let spread = 64;
+    let spread = 256;
     for k in 0..spread {
         let at = l.infos_end * k / spread;
         add(
@@ -298,8 +299,8 @@ fn cases(good: &[u8]) -> Vec<(Damage, String)> {
             format!("byte {at} of the metadata region inverted"),
         );
     }
-    for k in 0..4 {
-        let at = l.data_offset + (len - l.data_offset) * (2 * k + 1) / 8;
+    for k in 0..16 {
+        let at = l.data_offset + (len - l.data_offset) * (2 * k + 1) / 32;
         add(
             Damage::Flip { at, mask: 0xff },
             format!("data byte {at} inverted"),
@@ -404,7 +405,11 @@ fn patch(path: &Path, at: usize, bytes: &[u8]) {
 fn child_run(which: &str) {
     let dir = PathBuf::from(std::env::var("LFM2_SWEEP_DIR").expect("LFM2_SWEEP_DIR"));
     let model = std::env::var("LFM2_SWEEP_MODEL").expect("LFM2_SWEEP_MODEL");
-    let good_paths = PackagePaths::new(&dir, &model, Quant::F32);
+    let quant: Quant = std::env::var("LFM2_SWEEP_QUANT")
+        .expect("LFM2_SWEEP_QUANT")
+        .parse()
+        .unwrap();
+    let good_paths = PackagePaths::new(&dir, &model, quant);
     let good = std::fs::read(file_of(&good_paths, which)).unwrap();
     let scratch = common::scratch::dir(&format!("fault-sweep-{which}"));
     // why: the files are large (the vocoder is 70 MB), so a flip is made in place in one full
@@ -468,11 +473,21 @@ fn child_run(which: &str) {
     assert!(findings.is_empty(), "findings:\n{}", findings.join("\n"));
 }
 
-/// The child side: runs only when started by [`sweep`].
+/// The child side: runs only when started by [`sweep`] (or by the harness self-tests, whose
+/// roles make it abort or hang in its first case).
 #[test]
 fn fault_sweep_child() {
-    if let Some(which) = child::child_role() {
-        child_run(&which);
+    match child::child_role().as_deref() {
+        None => {}
+        Some("selftest-abort") => {
+            report("case 0 self-test: abort");
+            std::process::abort();
+        }
+        Some("selftest-hang") => {
+            report("case 0 self-test: hang");
+            std::thread::sleep(Duration::from_secs(3600));
+        }
+        Some(which) => child_run(which),
     }
 }
 
@@ -480,39 +495,27 @@ fn fault_sweep_child() {
 // The parent side: one test per file
 // ---------------------------------------------------------------------------------------------
 
-fn sweep(which: &str) {
-    let p = package(Quant::F32);
-    let dir = p.backbone.parent().unwrap().to_path_buf();
-    let started = Instant::now();
-    let out = child::run(
-        "fault_sweep_child",
-        which,
-        &[
-            ("LFM2_SWEEP_DIR", dir.display().to_string()),
-            ("LFM2_SWEEP_MODEL", p.model.clone()),
-        ],
-        QUIET_LIMIT,
-    );
-    // LFM2_SWEEP_VERBOSE=1 prints every case with its outcome (with --nocapture).
-    let verbose = std::env::var_os("LFM2_SWEEP_VERBOSE").is_some();
+/// Reads a child's report: the outcome classes with their counts, the total and the slowest
+/// case; `Err` names the case that crashed or hung, or what else went wrong.
+fn analyse(label: &str, out: &child::Outcome, verbose: bool) -> Result<String, String> {
     let mut started_cases: BTreeMap<usize, String> = BTreeMap::new();
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     let mut slowest = (0u128, String::new());
     let mut total = None;
     for l in &out.lines {
         if let Some(rest) = l.strip_prefix("case ") {
-            let (i, what) = rest.split_once(' ').unwrap();
-            started_cases.insert(i.parse().unwrap(), what.to_owned());
+            let (i, what) = rest.split_once(' ').unwrap_or((rest, ""));
+            started_cases.insert(i.parse().unwrap_or(usize::MAX), what.to_owned());
         } else if let Some(rest) = l.strip_prefix("done ") {
             let mut it = rest.splitn(3, ' ');
-            let i: usize = it.next().unwrap().parse().unwrap();
-            let ms: u128 = it.next().unwrap().parse().unwrap();
+            let i: usize = it.next().and_then(|v| v.parse().ok()).unwrap_or(usize::MAX);
+            let ms: u128 = it.next().and_then(|v| v.parse().ok()).unwrap_or(0);
             let what = started_cases.remove(&i).unwrap_or_default();
-            let outcome = it.next().unwrap();
+            let outcome = it.next().unwrap_or_default();
             if verbose {
-                println!("{which} case {i}: {what}: {outcome} ({ms} ms)");
+                println!("{label} case {i}: {what}: {outcome} ({ms} ms)");
             }
-            let class = outcome.split(' ').next().unwrap().to_owned();
+            let class = outcome.split(' ').next().unwrap_or_default().to_owned();
             *outcomes.entry(class).or_default() += 1;
             if ms > slowest.0 {
                 slowest = (ms, what);
@@ -521,66 +524,129 @@ fn sweep(which: &str) {
             total = rest.split(' ').next().and_then(|n| n.parse::<usize>().ok());
         }
     }
-    let tail: String = out
-        .stderr
-        .lines()
-        .rev()
-        .take(30)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect::<Vec<_>>()
-        .join("\n");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    let tail = lines[lines.len().saturating_sub(40)..].join("\n");
     if let Some((i, what)) = started_cases.iter().next() {
-        panic!(
-            "{which}: case {i} ({what}) did not finish: the child {}\n{tail}",
+        return Err(format!(
+            "{label}: case {i} ({what}) did not finish: the child {}\n{tail}",
             out.how()
-        );
+        ));
     }
-    assert!(
-        out.success(),
-        "{which}: the sweep's child {}\n{tail}",
-        out.how()
-    );
-    let total = total.unwrap_or_else(|| panic!("{which}: the child reported no summary\n{tail}"));
+    if !out.success() {
+        return Err(format!("{label}: the sweep's child {}\n{tail}", out.how()));
+    }
+    let total = total.ok_or_else(|| format!("{label}: the child reported no summary\n{tail}"))?;
     let done: usize = outcomes.values().sum();
-    assert_eq!(done, total, "{which}: {done} of {total} cases reported");
-    println!(
-        "{which}: {total} cases in {:.1} s: {outcomes:?}; slowest {} ms ({})",
-        started.elapsed().as_secs_f64(),
-        slowest.0,
-        slowest.1
-    );
-    assert!(
-        slowest.0 <= CASE_BOUND.as_millis(),
-        "{which}: case '{}' took {} ms, over the {} s bound",
-        slowest.1,
-        slowest.0,
-        CASE_BOUND.as_secs()
-    );
+    if done != total {
+        return Err(format!("{label}: {done} of {total} cases reported"));
+    }
+    if slowest.0 > CASE_BOUND.as_millis() {
+        return Err(format!(
+            "{label}: case '{}' took {} ms, over the {} s bound",
+            slowest.1,
+            slowest.0,
+            CASE_BOUND.as_secs()
+        ));
+    }
     // why: the sweep must reach the loaders and the runs, not only the reader.
+    if outcomes.get("ok").copied().unwrap_or(0) == 0 {
+        return Err(format!("{label}: no case loaded and ran: {outcomes:?}"));
+    }
+    Ok(format!(
+        "{total} cases: {outcomes:?}; slowest {} ms ({})",
+        slowest.0, slowest.1
+    ))
+}
+
+fn sweep(quant: Quant, which: &str) {
+    let label = format!("{which} ({quant})");
+    let p = package(quant);
+    let dir = p.backbone.parent().unwrap().to_path_buf();
+    let started = Instant::now();
+    let out = child::run(
+        "fault_sweep_child",
+        which,
+        &[
+            ("LFM2_SWEEP_DIR", dir.display().to_string()),
+            ("LFM2_SWEEP_MODEL", p.model.clone()),
+            ("LFM2_SWEEP_QUANT", quant.to_string()),
+        ],
+        QUIET_LIMIT,
+    );
+    // LFM2_SWEEP_VERBOSE=1 prints every case with its outcome (with --nocapture).
+    let verbose = std::env::var_os("LFM2_SWEEP_VERBOSE").is_some();
+    match analyse(&label, &out, verbose) {
+        Ok(summary) => println!(
+            "{label}: {summary}, in {:.1} s",
+            started.elapsed().as_secs_f64()
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The harness itself: a child that aborts in a case, or hangs in one, is a failure naming
+/// that case (so the sweep's passes mean something).
+#[test]
+fn fault_sweep_reports_an_abort_and_a_hang_with_their_case() {
+    let out = child::run("fault_sweep_child", "selftest-abort", &[], QUIET_LIMIT);
+    let e = analyse("self-test", &out, false).unwrap_err();
     assert!(
-        outcomes.get("open-error").copied().unwrap_or(0) < total,
-        "{which}: every case failed to open: {outcomes:?}"
+        e.contains("case 0 (self-test: abort) did not finish") && e.contains("signal 6"),
+        "{e}"
+    );
+    let out = child::run(
+        "fault_sweep_child",
+        "selftest-hang",
+        &[],
+        Duration::from_secs(2),
+    );
+    assert!(out.timed_out, "{out:?}");
+    let e = analyse("self-test", &out, false).unwrap_err();
+    assert!(
+        e.contains("case 0 (self-test: hang) did not finish") && e.contains("going quiet"),
+        "{e}"
     );
 }
 
 #[test]
 fn fault_sweep_backbone() {
-    sweep(FILES[0]);
+    sweep(Quant::F32, FILES[0]);
 }
 
 #[test]
 fn fault_sweep_mmproj() {
-    sweep(FILES[1]);
+    sweep(Quant::F32, FILES[1]);
 }
 
 #[test]
 fn fault_sweep_vocoder() {
-    sweep(FILES[2]);
+    sweep(Quant::F32, FILES[2]);
 }
 
 #[test]
 fn fault_sweep_tokenizer() {
-    sweep(FILES[3]);
+    sweep(Quant::F32, FILES[3]);
+}
+
+// The Q4_0 package: its matrices are repacked for the CPU's SIMD kernels where ggml has one
+// (`CPU_REPACK`), another path from the file to ggml, with its own asserts.
+
+#[test]
+fn fault_sweep_q4_0_backbone() {
+    sweep(Quant::Q4_0, FILES[0]);
+}
+
+#[test]
+fn fault_sweep_q4_0_mmproj() {
+    sweep(Quant::Q4_0, FILES[1]);
+}
+
+#[test]
+fn fault_sweep_q4_0_vocoder() {
+    sweep(Quant::Q4_0, FILES[2]);
+}
+
+#[test]
+fn fault_sweep_q4_0_tokenizer() {
+    sweep(Quant::Q4_0, FILES[3]);
 }
