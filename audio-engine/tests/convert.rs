@@ -2,6 +2,9 @@
 //! each file checked for the published names, keys and per-tensor types, values checked against
 //! the checkpoint, the LFM2 files loaded by llama.cpp itself, and every typed load error provoked.
 
+#[path = "common/scratch.rs"]
+mod scratch;
+
 use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::dtype::{f16_to_f32, f32_to_f16};
@@ -25,11 +28,9 @@ const D: usize = 64; // depthformer width
 const CB: usize = 2; // codebooks
 const AV: usize = 17; // audio vocabulary per codebook (16 codes + end of audio)
 
+/// A fresh scratch directory (removed with the process's scratch root at exit).
 fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("convert-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    scratch::dir(&format!("convert-test-{name}"))
 }
 
 /// Deterministic values in [-1, 1).

@@ -37,9 +37,7 @@ fn package(ty: Quant) -> PackagePaths {
     if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
         return p.clone();
     }
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("lfm2-depth-{}-{ty:?}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = common::scratch::dir(&format!("lfm2-depth-{ty:?}"));
     let p = convert(checkpoint_dir(), &out, "Tiny", ty, &mut Quiet).unwrap();
     d.push((ty, p.clone()));
     p
@@ -288,8 +286,7 @@ fn bad_inputs_are_typed_errors() {
 /// The F32 vocoder rewritten without tensor `drop` and with `kv` added.
 fn rewritten_vocoder(tag: &str, drop: &str, kv: Option<(&str, GgufValue)>) -> PathBuf {
     let src = GgufFile::open(&package(Quant::F32).vocoder).unwrap();
-    let dst = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("lfm2-depth-{}-{tag}.gguf", std::process::id()));
+    let dst = common::scratch::file(&format!("lfm2-depth-{tag}.gguf"));
     let mut w = GgufWriter::new();
     w.extend_metadata(src.metadata()).unwrap();
     if let Some((k, v)) = kv {

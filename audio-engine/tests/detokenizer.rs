@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
@@ -32,9 +32,7 @@ fn package(ty: Quant) -> PackagePaths {
     if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
         return p.clone();
     }
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("lfm2-detok-{}-{ty:?}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = common::scratch::dir(&format!("lfm2-detok-{ty:?}"));
     let p = convert(checkpoint_dir(), &out, "Tiny", ty, &mut Quiet).unwrap();
     d.push((ty, p.clone()));
     p

@@ -1,6 +1,9 @@
 //! FastConformer encoder + adapter: the mmproj converter, the ggml graphs, and their agreement
 //! with liquid-audio; plus the F32 depthwise convolution op the subsampling uses.
 
+#[path = "common/scratch.rs"]
+mod scratch_dirs;
+
 use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::gguf::{GgufFile, GgufWriter};
@@ -199,10 +202,7 @@ fn conv_2d_direct_matches_reference() {
 
 /// A fresh scratch directory for one test.
 fn scratch(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("encoder-test-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    scratch_dirs::dir(&format!("encoder-test-{tag}"))
 }
 
 fn encode_file(be: &Backend, path: &Path, mel: &[f32], n_frames: usize) -> EncoderOutput {

@@ -311,10 +311,7 @@ fn rewrite_metadata(src: &Path, dst: &Path, remove: &[&str], set: &[(&str, GgufV
 /// The F32 package copied into a fresh directory named `name`.
 fn package_copy(name: &str) -> PackagePaths {
     let p = common::package::package(Quant::F32);
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("gguf-keys-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch::dir(&format!("gguf-keys-{name}"));
     let q = PackagePaths::new(&dir, &p.model, p.quant);
     for (a, b) in [
         (&p.backbone, &q.backbone),

@@ -254,8 +254,7 @@ fn f32_weights_are_used_in_place_without_a_copy() {
 fn misaligned_tensor_data_is_copied_and_the_rest_used_in_place() {
     use audio_engine::ggml::gguf::GgufWriter;
     let _g = serial();
-    let path = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("repack-align8-{}.gguf", std::process::id()));
+    let path = common::scratch::file("repack-align8.gguf");
     // general.alignment 8: a 2-element F32 tensor (8 bytes) puts the next one off 32 bytes.
     let mut w = GgufWriter::new();
     w.set_alignment(8).unwrap();
@@ -289,9 +288,7 @@ fn misaligned_tensor_data_is_copied_and_the_rest_used_in_place() {
 fn a_file_shrunk_before_load_is_a_typed_error() {
     let _g = serial();
     let p = package(Quant::F32);
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("repack-shrunk-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch::dir("repack-shrunk");
     let copy = dir.join("backbone.gguf");
     std::fs::copy(&p.backbone, &copy).unwrap();
     let len = std::fs::metadata(&copy).unwrap().len();
@@ -544,8 +541,7 @@ fn matmul_timing() {
 fn f32_load_timing() {
     use audio_engine::ggml::gguf::{GgufWriter, TensorData};
     let _g = serial();
-    let dir = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let path = dir.join(format!("repack-f32-{}.gguf", std::process::id()));
+    let path = common::scratch::file("repack-f32.gguf");
     let (k, n) = (2048u64, 8192u64);
     let mut w = GgufWriter::new();
     for i in 0..16u32 {

@@ -49,14 +49,14 @@ pub fn cdylib() -> PathBuf {
     p
 }
 
-/// A scratch directory private to this test process.
+// why: one definition of the per-process scratch root and its removal at exit, shared with the
+// engine's tests.
+#[path = "../../audio-engine/tests/common/scratch.rs"]
+mod scratch_dirs;
+
+/// A fresh scratch directory private to this test process (removed when the process exits).
 pub fn scratch(name: &str) -> PathBuf {
-    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("capi-{}", std::process::id()))
-        .join(name);
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    scratch_dirs::dir(&format!("capi-{name}"))
 }
 
 /// A directory holding the library under the names a caller links and loads
@@ -140,9 +140,7 @@ pub fn c_program(name: &str) -> PathBuf {
 pub fn demo_package() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("capi-{}", std::process::id()))
-            .join("demo");
+        let d = scratch_dirs::root().join("capi-demo");
         ensure_demo_package(&d).expect("writing the demo package");
         d
     })

@@ -466,7 +466,10 @@ impl Backend {
     /// Every member must be allocated in memory this backend can use: a buffer of a type the
     /// backend supports, or (CPU only) a host context's pool. Every node's operation must be
     /// supported. Row indices of `get_rows` / `set_rows` whose index tensor is a graph input are
-    /// range-checked first (ggml aborts on an out-of-range index).
+    /// range-checked first (ggml aborts on an out-of-range index). A member used in place in a
+    /// file mapping whose file has shrunk since it was mapped is
+    /// [`GgmlError::FileChanged`] (reading it would raise `SIGBUS`; see
+    /// [`mapped_file`](super::mapped_file)).
     pub fn compute(&self, graph: &Graph<'_>) -> Result<()> {
         self.validate(graph)?;
         let raw = self.lock();
@@ -491,6 +494,8 @@ impl Backend {
     fn validate(&self, graph: &Graph<'_>) -> Result<()> {
         let raw = self.lock();
         let ctx = graph.context();
+        // The distinct buffers the members' data lives in (a handful per graph).
+        let mut buffers: Vec<*mut sys::ggml_backend_buffer> = Vec::new();
         for t in graph.tensors() {
             let hdr = t.header();
             if hdr.data.is_null() {
@@ -510,6 +515,9 @@ impl Backend {
                     });
                 }
             } else {
+                if !buffers.contains(&root.buffer) {
+                    buffers.push(root.buffer);
+                }
                 // SAFETY: `root.buffer` is the live buffer holding the tensor's data (buffers are
                 // retained by the contexts whose tensors they hold).
                 let buft = unsafe { sys::ggml_backend_buffer_get_type(root.buffer) };
@@ -566,7 +574,9 @@ impl Backend {
                 _ => {}
             }
         }
-        Ok(())
+        // why: last, once per graph: weights used in place read their file's pages, and a file
+        // truncated since it was mapped would kill the process with SIGBUS inside the compute.
+        super::buffer::check_mapped_files(&buffers)
     }
 }
 

@@ -17,7 +17,7 @@
 use std::alloc::Layout;
 use std::ffi::CStr;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use ggml_sys as sys;
 
@@ -30,6 +30,31 @@ use super::tensor::Tensor;
 
 /// Alignment ggml's CPU buffers need (`TENSOR_ALIGNMENT`).
 pub const HOST_ALIGNMENT: usize = 32;
+
+/// The file mappings that hold tensors in place, by the address of the live ggml buffer over
+/// each ([`BackendBuffer::from_mapped_file`]), so that a compute can check the files its
+/// tensors live in ([`check_mapped_files`]).
+static MAPPED: RwLock<Vec<(usize, Arc<MappedFile>)>> = RwLock::new(Vec::new());
+
+/// Fails with [`GgmlError::FileChanged`] if one of `buffers` lies over a file mapping whose file
+/// has shrunk since it was mapped (reading it would raise `SIGBUS`). One `fstat` per such
+/// buffer; nothing when no tensor lives in a mapping.
+pub(crate) fn check_mapped_files(buffers: &[*mut sys::ggml_backend_buffer]) -> Result<()> {
+    let mapped = MAPPED.read().unwrap_or_else(|e| e.into_inner());
+    for (addr, map) in mapped.iter() {
+        if !buffers.iter().any(|&b| b as usize == *addr) {
+            continue;
+        }
+        map.check_unchanged().map_err(|e| GgmlError::FileChanged {
+            file: map.path().map_or_else(
+                || "<unnamed mapping>".to_owned(),
+                |p| p.display().to_string(),
+            ),
+            detail: e.to_string(),
+        })?;
+    }
+    Ok(())
+}
 
 /// Host memory that a [`BackendBuffer`] can take ownership of.
 ///
@@ -160,6 +185,8 @@ pub(crate) struct BufferInner {
     _memory: Option<Box<dyn Owned>>,
     /// Keeps the backend (and thus its device context) alive while the buffer exists.
     _backend: Option<Backend>,
+    /// Whether the buffer lies over a file mapping registered in [`MAPPED`].
+    mapped: bool,
 }
 
 // SAFETY: the buffer object is only mutated by ggml calls made under `talloc`'s mutex (tensor
@@ -172,6 +199,13 @@ unsafe impl Sync for BufferInner {}
 
 impl Drop for BufferInner {
     fn drop(&mut self) {
+        if self.mapped {
+            // why: unregister before the buffer is freed, so a later buffer at the same address
+            // is not checked against this file.
+            let addr = self.raw.as_ptr() as usize;
+            let mut mapped = MAPPED.write().unwrap_or_else(|e| e.into_inner());
+            mapped.retain(|(a, _)| *a != addr);
+        }
         // SAFETY: the buffer is freed once, after every context holding tensors in it (they
         // retain this `Arc`) is gone; the host memory it wraps is dropped afterwards.
         unsafe { sys::ggml_backend_buffer_free(self.raw.as_ptr()) }
@@ -202,7 +236,27 @@ impl BackendBuffer {
         backend: Option<Backend>,
         what: &str,
     ) -> Result<BackendBuffer> {
+        BackendBuffer::from_raw_inner(raw, base_offset, memory, backend, what, None)
+    }
+
+    /// [`BackendBuffer::from_raw`], registering the buffer as lying over `mapped` (see
+    /// [`MAPPED`]) when given.
+    fn from_raw_inner(
+        raw: *mut sys::ggml_backend_buffer,
+        base_offset: usize,
+        memory: Option<Box<dyn Owned>>,
+        backend: Option<Backend>,
+        what: &str,
+        mapped: Option<Arc<MappedFile>>,
+    ) -> Result<BackendBuffer> {
         let raw = NonNull::new(raw).ok_or_else(|| GgmlError::alloc(what.to_owned()))?;
+        let is_mapped = mapped.is_some();
+        if let Some(map) = mapped {
+            MAPPED
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .push((raw.as_ptr() as usize, map));
+        }
         Ok(BackendBuffer {
             inner: Arc::new(BufferInner {
                 raw,
@@ -210,6 +264,7 @@ impl BackendBuffer {
                 base_offset,
                 _memory: memory,
                 _backend: backend,
+                mapped: is_mapped,
             }),
         })
     }
@@ -312,7 +367,15 @@ impl BackendBuffer {
         // memory). The memory is never written (see above), so casting away `const` for ggml's
         // signature grants ggml nothing it uses.
         let raw = unsafe { sys::ggml_backend_cpu_buffer_from_ptr(base.cast_mut().cast(), len) };
-        BackendBuffer::from_raw(raw, 0, Some(Box::new(map)), None, "mapped file buffer")
+        let registered = map.clone();
+        BackendBuffer::from_raw_inner(
+            raw,
+            0,
+            Some(Box::new(map)),
+            None,
+            "mapped file buffer",
+            Some(registered),
+        )
     }
 
     fn raw(&self) -> *mut sys::ggml_backend_buffer {

@@ -175,6 +175,16 @@ pub enum GgmlError {
         /// What was requested.
         what: String,
     },
+    /// A file whose mapping holds weights a graph uses has shrunk since it was mapped: computing
+    /// would read lost pages and die of `SIGBUS` (see [`mapped_file`](super::mapped_file)).
+    /// Refused before computing; the model must be loaded again from intact files.
+    #[error("{file}: the model file changed after it was loaded: {detail}")]
+    FileChanged {
+        /// The file (`<unnamed mapping>` when the mapping was not given its path).
+        file: String,
+        /// Its size now and when mapped.
+        detail: String,
+    },
     /// An error from the element-type helpers.
     #[error(transparent)]
     Dtype(#[from] DtypeError),

@@ -12,14 +12,20 @@
 //!   not modified or truncated while a model using them is loaded; replace a file by writing a
 //!   new one and renaming it over the old (the mapping keeps the old inode alive);
 //! * every check that can catch a violation early does: [`GgufFile::open`](super::gguf::GgufFile)
-//!   checks that every tensor lies inside the file as it is when mapped, and
+//!   checks that every tensor lies inside the file as it is when mapped;
 //!   [`MappedFile::check_unchanged`] (called before weights are loaded from the mapping) fails
 //!   with a typed error if the file has shrunk since, so a file truncated between open and load
-//!   is an error, not a crash;
-//! * a truncation after that check remains a `SIGBUS`, never a wrong result or a write: the
-//!   mapping is read-only and private.
+//!   is an error, not a crash; and [`Backend::compute`](super::Backend::compute) checks the
+//!   files of the mapped weights a graph uses before every compute (one `fstat` each), so a
+//!   file truncated after load fails the next compute with
+//!   [`GgmlError::FileChanged`](super::GgmlError::FileChanged) instead of crashing it;
+//! * a truncation *during* a compute (after its check) remains a `SIGBUS`, never a wrong result
+//!   or a write: the mapping is read-only and private;
+//! * a file removed (or renamed over) after it was opened is no violation: the mapping keeps the
+//!   old inode's bytes, and everything keeps working on them.
 
 use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// A read-only, private mapping of a whole file, read as a byte slice.
@@ -32,12 +38,15 @@ pub struct MappedFile {
     /// The mapped file, kept open to check its size later (`fstat` follows the inode, even if the
     /// path is renamed or removed).
     file: File,
+    /// Where the file was opened from, for errors (`None` when the caller did not say).
+    path: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for MappedFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MappedFile")
             .field("len", &self.map.len())
+            .field("path", &self.path)
             .finish()
     }
 }
@@ -51,7 +60,19 @@ impl MappedFile {
         Ok(MappedFile {
             map,
             file: file.try_clone()?,
+            path: None,
         })
+    }
+
+    /// The same mapping, reporting `path` as the file's name in errors.
+    pub fn with_path(mut self, path: &Path) -> MappedFile {
+        self.path = Some(path.to_path_buf());
+        self
+    }
+
+    /// The path the file was opened from, if the mapping was given it.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
     }
 
     /// Maps `file` read-only, shared by `Arc` (as weights used in place need it).

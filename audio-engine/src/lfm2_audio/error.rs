@@ -95,6 +95,27 @@ impl EngineError {
         matches!(self, EngineError::Capacity(_))
     }
 
+    /// The ggml layer's error when that is what a stage failed with (a graph refused, a compute
+    /// that failed, a model file that changed under the loaded model).
+    pub fn ggml_error(&self) -> Option<&GgmlError> {
+        match self {
+            EngineError::Backend(g)
+            | EngineError::Backbone(BackboneError::Ggml(g))
+            | EngineError::Encoder(EncodeError::Ggml(g))
+            | EngineError::Depthformer(DepthError::Ggml(g))
+            | EngineError::Detokenizer(
+                DetokenizerError::Ggml(g) | DetokenizerError::Backbone(BackboneError::Ggml(g)),
+            ) => Some(g),
+            _ => None,
+        }
+    }
+
+    /// Whether a file of the loaded model shrank after it was loaded
+    /// ([`GgmlError::FileChanged`]): the model cannot run any more and must be loaded again.
+    pub fn is_file_changed(&self) -> bool {
+        matches!(self.ggml_error(), Some(GgmlError::FileChanged { .. }))
+    }
+
     /// The message with every cause appended (`outer: cause: cause's cause`), for logs and
     /// protocol layers that carry one string.
     pub fn chain(&self) -> String {

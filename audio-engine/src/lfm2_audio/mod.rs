@@ -19,6 +19,9 @@
 //! | `io` | WAV in and out, the four-file package |
 //! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
+//! [`limits`] (public) lists every limit on what one request may make the engine hold (audio
+//! seconds, conversation steps, TTS text, system prompt, artifacts), each defined once.
+//!
 //! Nothing here touches raw pointers: every operation on them lives in [`crate::ggml`], which
 //! states why each is sound; this module tree forbids them.
 #![forbid(unsafe_code)]
@@ -30,6 +33,7 @@
 mod error;
 mod generation;
 mod io;
+pub mod limits;
 mod model;
 mod session;
 mod tasks;

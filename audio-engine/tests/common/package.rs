@@ -1,6 +1,6 @@
 //! The tiny checkpoint converted to GGUF packages and loaded as engines, once per test process.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use audio_engine::lfm2_audio::convert::{convert, Progress};
@@ -15,16 +15,14 @@ impl Progress for Quiet {
     fn tensor(&mut self, _: &Path, _: &str, _: usize, _: usize) {}
 }
 
-/// The checkpoint converted at `ty` (once per test process, in a private directory).
+/// The checkpoint converted at `ty` (once per test process, in its scratch directory).
 pub fn package(ty: Quant) -> PackagePaths {
     static DIRS: OnceLock<Mutex<Vec<(Quant, PackagePaths)>>> = OnceLock::new();
     let mut d = DIRS.get_or_init(Default::default).lock().unwrap();
     if let Some((_, p)) = d.iter().find(|(t, _)| *t == ty) {
         return p.clone();
     }
-    let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("lfm2-pkg-{}-{ty:?}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&out);
+    let out = super::scratch::dir(&format!("lfm2-pkg-{ty:?}"));
     let p = convert(checkpoint_dir(), &out, "Tiny", ty, &mut Quiet).unwrap();
     d.push((ty, p.clone()));
     p

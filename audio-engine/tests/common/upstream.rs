@@ -10,7 +10,7 @@
 //! upstream's and the whole rebuilt file's SHA-256 against upstream's file, so a rebuilt file
 //! is byte for byte upstream's (or the test fails naming the tensor that differs).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
 use audio_engine::ggml::gguf::GgufFile;
@@ -173,7 +173,7 @@ pub fn rebuild(file: &str, ours: &Path, out: &Path) {
     std::fs::write(out, bytes).unwrap();
 }
 
-/// Upstream's three files at `ty`, rebuilt under `CARGO_TARGET_TMPDIR` (once per test
+/// Upstream's three files at `ty`, rebuilt in the process's scratch directory (once per test
 /// process), in a package directory with our converter's vocoder (upstream has no released
 /// vocoder converter): backbone, mmproj and tokenizer are upstream's.
 pub fn mixed_package(ty: Quant) -> PackagePaths {
@@ -184,10 +184,7 @@ pub fn mixed_package(ty: Quant) -> PackagePaths {
     }
     let ours = package(ty);
     assert_eq!(ours.model, model_name(), "our test package's model name");
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("upstream-pkg-{}-{ty:?}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = super::scratch::dir(&format!("upstream-pkg-{ty:?}"));
     let paths = PackagePaths::new(&dir, &ours.model, ty);
     for (theirs, mine) in [
         (&paths.backbone, &ours.backbone),

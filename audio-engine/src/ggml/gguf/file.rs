@@ -158,7 +158,7 @@ impl GgufFile {
             // Mapping an empty file fails on some platforms; it is invalid anyway.
             Storage::Owned(Vec::new())
         } else {
-            Storage::Mapped(MappedFile::map_shared(&file)?)
+            Storage::Mapped(Arc::new(MappedFile::map(&file)?.with_path(path)))
         };
         let mut gguf = Self::from_storage(storage)?;
         gguf.path = Some(path.to_owned());

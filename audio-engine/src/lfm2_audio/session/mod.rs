@@ -252,6 +252,7 @@ impl Session {
         let started = Instant::now();
         let model = &self.model;
         let has_history = check_artifacts(Task::S2s, &request.history)?;
+        crate::lfm2_audio::limits::check_system_prompt(&request.s2s.system_prompt)?;
         let return_codes = request.return_codes;
         if request.s2s.max_new_tokens == 0 {
             return Err(EngineError::InvalidRequest(

@@ -8,6 +8,7 @@ use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::{ReplyOptions, ReplyRequest};
 use crate::lfm2_audio::generation::sampling::SamplerConfig;
 use crate::lfm2_audio::generation::schedule::Schedule;
+use crate::lfm2_audio::limits::check_system_prompt;
 use crate::lfm2_audio::model::engine::Lfm2Audio;
 use crate::lfm2_audio::session::conversation::ReplyStep;
 use crate::lfm2_audio::text::prompt::{PromptBuilder, SYSTEM_ASR};
@@ -94,6 +95,7 @@ impl Lfm2Audio {
                 "max_new_tokens must be positive".into(),
             ));
         }
+        check_system_prompt(&opts.system_prompt)?;
         let started = Instant::now();
         let (rows, audio) = self.encode_audio_on(backend, samples)?;
         let encode = started.elapsed();

@@ -9,6 +9,7 @@ use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::{ReplyOptions, ReplyRequest, ReplyResult, ReplyStream};
 use crate::lfm2_audio::generation::sampling::SamplerConfig;
 use crate::lfm2_audio::generation::schedule::Schedule;
+use crate::lfm2_audio::limits::check_system_prompt;
 use crate::lfm2_audio::model::engine::Lfm2Audio;
 use crate::lfm2_audio::text::prompt::{PromptBuilder, SYSTEM_S2S};
 
@@ -43,6 +44,7 @@ impl Lfm2Audio {
         samples: &[f32],
         opts: &S2sOptions,
     ) -> Result<ReplyRequest, EngineError> {
+        check_system_prompt(&opts.system_prompt)?;
         let started = Instant::now();
         let (rows, audio) = self.encode_audio_on(backend, samples)?;
         let encode = started.elapsed();
@@ -88,6 +90,7 @@ impl Lfm2Audio {
         opts: &S2sOptions,
     ) -> Result<ReplyStream, EngineError> {
         self.check_samples(&samples)?;
+        check_system_prompt(&opts.system_prompt)?;
         if opts.max_new_tokens == 0 {
             return Err(EngineError::InvalidRequest(
                 "max_new_tokens must be positive".into(),

@@ -11,6 +11,7 @@ use crate::lfm2_audio::generation::reply::{
 };
 use crate::lfm2_audio::generation::sampling::SamplerConfig;
 use crate::lfm2_audio::generation::schedule::Schedule;
+use crate::lfm2_audio::limits::check_tts_text;
 use crate::lfm2_audio::model::engine::Lfm2Audio;
 use crate::lfm2_audio::text::prompt::PromptBuilder;
 
@@ -96,38 +97,46 @@ pub fn chunk_text(text: &str, max: usize) -> Vec<String> {
     }
     let mut chunks: Vec<String> = Vec::new();
     let mut chunk = String::new();
-    let push = |c: &mut String, chunks: &mut Vec<String>| {
+    // why: the chunk's length in characters, kept as it grows; counting the chunk again for
+    // every sentence made a text of many short sentences quadratic with a large `max`.
+    let mut chunk_len = 0usize;
+    let push = |c: &mut String, len: &mut usize, chunks: &mut Vec<String>| {
         let t = c.trim();
         if !t.is_empty() {
             chunks.push(t.to_owned());
         }
         c.clear();
+        *len = 0;
     };
     for s in sentences {
-        if chunk.chars().count() + s.chars().count() > max {
-            push(&mut chunk, &mut chunks);
+        let s_len = s.chars().count();
+        if chunk_len + s_len > max {
+            push(&mut chunk, &mut chunk_len, &mut chunks);
         }
-        if s.chars().count() <= max {
+        if s_len <= max {
             chunk.push_str(&s);
+            chunk_len += s_len;
             continue;
         }
         // A sentence longer than a chunk: split at spaces, then hard.
         for word in s.split_inclusive(' ') {
-            if chunk.chars().count() + word.chars().count() > max {
-                push(&mut chunk, &mut chunks);
+            let w_len = word.chars().count();
+            if chunk_len + w_len > max {
+                push(&mut chunk, &mut chunk_len, &mut chunks);
             }
-            if word.chars().count() > max {
+            if w_len > max {
                 let chars: Vec<char> = word.chars().collect();
                 for piece in chars.chunks(max) {
                     chunk.extend(piece);
-                    push(&mut chunk, &mut chunks);
+                    push(&mut chunk, &mut chunk_len, &mut chunks);
                 }
             } else {
                 chunk.push_str(word);
+                chunk_len += w_len;
             }
         }
     }
-    push(&mut chunk, &mut chunks);
+    push(&mut chunk, &mut chunk_len, &mut chunks);
     chunks
 }
 
@@ -171,6 +180,7 @@ impl Lfm2Audio {
         opts: &TtsOptions,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<ReplyResult, EngineError> {
+        check_tts_text(text)?;
         let chunks = chunk_text(text, opts.chunk_chars);
         if chunks.is_empty() {
             return Err(EngineError::InvalidRequest("no text to speak".into()));
@@ -219,6 +229,7 @@ impl Lfm2Audio {
 
     /// Starts a streamed TTS; events arrive through the stream.
     pub fn tts_stream(&self, text: &str, opts: &TtsOptions) -> Result<ReplyStream, EngineError> {
+        check_tts_text(text)?;
         if chunk_text(text, opts.chunk_chars).is_empty() {
             return Err(EngineError::InvalidRequest("no text to speak".into()));
         }

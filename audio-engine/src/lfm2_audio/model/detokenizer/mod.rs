@@ -114,6 +114,16 @@ pub enum DetokenizerError {
         /// [`MAX_SEGMENT_FRAMES`].
         max: usize,
     },
+    /// The model computed a NaN or infinite spectrum or sample for a frame: its weights are
+    /// well-formed but corrupt (found by the fault sweep: F32 bytes read as F16). Refused
+    /// rather than handed out as audio; the stream cannot continue.
+    #[error("frame {frame}: the detokenizer computed a non-finite {what}: corrupt weights?")]
+    NonFinite {
+        /// The frame's index in the stream.
+        frame: usize,
+        /// Which value (`spectrum value I is NaN`, `sample I is inf`).
+        what: String,
+    },
     /// The LFM2 run failed.
     #[error(transparent)]
     Backbone(#[from] BackboneError),

@@ -96,7 +96,9 @@ impl<'a> Core<'a> {
 /// The concatenation of everything returned equals [`Detokenizer::decode`] of the same frames,
 /// bit for bit: the first push returns `SAMPLES_PER_FRAME - pad` samples (`pad` = 480), each
 /// later one [`SAMPLES_PER_FRAME`](super::SAMPLES_PER_FRAME), and `finish` the last `pad`.
-/// A failed push changes nothing: the frame can be pushed again or skipped.
+/// A failed push changes nothing: the frame can be pushed again or skipped; except
+/// [`DetokenizerError::NonFinite`] (the model's weights are corrupt), after which the stream's
+/// state holds that frame and it should be dropped.
 pub struct DetokenizerStream<'a> {
     core: Core<'a>,
     ola: OverlapAdd,
@@ -138,9 +140,25 @@ impl<'a> DetokenizerStream<'a> {
         let det = self.core.det;
         let emb = det.codes.embed(self.frames, frame)?;
         let rows = self.core.step(emb)?;
+        // why: a well-formed file with corrupt weights computes NaN or infinite spectra, and
+        // audio made of them must not be handed out as a valid result.
+        let non_finite = |what: &str, v: &[f32]| {
+            v.iter()
+                .position(|x| !x.is_finite())
+                .map(|i| DetokenizerError::NonFinite {
+                    frame: self.frames,
+                    what: format!("{what} {i} ({})", v[i]),
+                })
+        };
+        if let Some(e) = non_finite("spectrum value", &rows) {
+            return Err(e);
+        }
         let mut out = Vec::with_capacity(super::SAMPLES_PER_FRAME);
         for row in rows.chunks_exact(det.out_width) {
             out.extend(self.ola.push(&det.istft, row));
+        }
+        if let Some(e) = non_finite("sample", &out) {
+            return Err(e);
         }
         self.frames += 1;
         Ok(out)

@@ -78,11 +78,14 @@ pub struct ConversationRequest {
     pub has_history: bool,
 }
 
-/// Checks a request's artifacts against what `task` takes of the conversation protocol: ASR
-/// and TTS turn away every `lfm2_audio.*` artifact, S2S any but questions and replies (both
-/// [`EngineError::InvalidRequest`]). Returns whether the request carries earlier turns; the
-/// turns themselves are read by [`read_history`].
+/// Checks a request's artifacts against what `task` takes of the conversation protocol: more
+/// than [`MAX_ARTIFACTS`](crate::lfm2_audio::limits::MAX_ARTIFACTS) of them, or payloads over
+/// [`MAX_ARTIFACT_BYTES`](crate::lfm2_audio::limits::MAX_ARTIFACT_BYTES) together, are
+/// [`EngineError::Capacity`]; ASR and TTS turn away every `lfm2_audio.*` artifact, S2S any but
+/// questions and replies (both [`EngineError::InvalidRequest`]). Returns whether the request
+/// carries earlier turns; the turns themselves are read by [`read_history`].
 pub fn check_artifacts(task: Task, artifacts: &[Artifact]) -> Result<bool, EngineError> {
+    crate::lfm2_audio::limits::check_artifact_limits(artifacts)?;
     match task {
         Task::Asr | Task::Tts => {
             // why: a conversation's artifacts sent to another task would be ignored silently.
