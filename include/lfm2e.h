@@ -19,7 +19,8 @@ extern "C" {
  * once. The run stops at its next generation step and returns AUDIOCPP_ERR_RUNTIME with
  * audiocpp_last_error() starting with "cancelled"; a stream in flight is dropped. The session
  * stays usable (its caches are kept). A cancel that arrives when no run is in progress is
- * forgotten when the next run starts. An asr run is cancelled between its audio chunks.
+ * forgotten when the next run starts. An asr run stops at its next decode step too, inside an
+ * audio chunk (a chunk's encoder and prompt passes, one computation each, run to their end).
  * AUDIOCPP_ERR_INVALID_ARGUMENT for NULL. */
 AUDIOCPP_API audiocpp_status lfm2e_session_cancel(const audiocpp_session * session);
 

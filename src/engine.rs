@@ -12,7 +12,7 @@ use audio_engine::lfm2_audio::{
 };
 use audio_engine::lfm2_audio::{
     AsrOptions, EngineError, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
-    SessionOptions, TtsOptions, Voice as EngineVoice,
+    SessionOptions, StopReason, TtsOptions, Voice as EngineVoice,
 };
 use serde_json::Value;
 
@@ -167,8 +167,8 @@ impl Model {
     }
 
     /// Transcribes `wav`, in chunks of `chunk_seconds` when given (chunk texts joined by a
-    /// space); `keep_going` is asked before each chunk and stops the run when it says no
-    /// (`Ok(None)`).
+    /// space); `keep_going` is asked before each chunk and between decode steps within one, and
+    /// stops the run when it says no (`Ok(None)`).
     pub fn asr(
         &self,
         wav: &[u8],
@@ -181,15 +181,20 @@ impl Model {
             ..AsrOptions::default()
         };
         let mut session = self.task_session();
+        // why: the sink is asked between decode steps, so a cancel raised from another thread
+        // stops a long chunk within one step instead of after it.
+        let chunk = |session: &mut Session, samples: &[f32]| {
+            session
+                .asr_with(samples, &opts, &mut |_| keep_going())
+                .map(|r| (r.stop != StopReason::Stopped).then_some(r.text))
+                .map_err(failure)
+        };
         let Some(seconds) = chunk_seconds else {
             if !keep_going() {
                 return Ok(None);
             }
             let samples = self.model.read_wav(wav).map_err(failure)?;
-            return session
-                .asr(&samples, &opts)
-                .map(|r| Some(r.text))
-                .map_err(failure);
+            return chunk(&mut session, &samples);
         };
         let read = ReadOptions {
             max_seconds: f64::INFINITY,
@@ -197,12 +202,14 @@ impl Model {
         let samples = load_wav_bytes_16k(wav, &read).map_err(|e| failure(EngineError::Audio(e)))?;
         let per_chunk = ((seconds * f64::from(INPUT_RATE)).round() as usize).max(1);
         let mut texts = Vec::new();
-        for chunk in samples.chunks(per_chunk) {
+        for piece in samples.chunks(per_chunk) {
             if !keep_going() {
                 return Ok(None);
             }
-            let r = session.asr(chunk, &opts).map_err(failure)?;
-            let t = r.text.trim();
+            let Some(text) = chunk(&mut session, piece)? else {
+                return Ok(None);
+            };
+            let t = text.trim();
             if !t.is_empty() {
                 texts.push(t.to_owned());
             }
@@ -210,8 +217,9 @@ impl Model {
         Ok(Some(texts.join(" ")))
     }
 
-    /// Speaks `job.text`, handing each piece of audio to `sink` as it is produced (false
-    /// stops: the output then holds the audio delivered so far, `ended` false).
+    /// Speaks `job.text`, handing each piece of audio to `sink` as it is produced, and the text
+    /// of its text steps, which is not part of the output (false stops: the output then holds
+    /// the audio delivered so far, `ended` false).
     pub fn tts(
         &self,
         job: &TtsJob,
@@ -238,9 +246,15 @@ impl Model {
                 if stopped {
                     return false;
                 }
-                if let ReplyEvent::Audio(a) = ev {
-                    delivered.extend_from_slice(&a);
-                    stopped = !sink(Piece::Audio(a));
+                match ev {
+                    ReplyEvent::Audio(a) => {
+                        delivered.extend_from_slice(&a);
+                        stopped = !sink(Piece::Audio(a));
+                    }
+                    // why: a tts result has no text, but the sink hears the text steps before
+                    // `<|audio_start|>` too (callers drop it), so a cancel takes effect there
+                    // instead of waiting for the first frame.
+                    ReplyEvent::Text(t) => stopped = !sink(Piece::Text(t)),
                 }
                 !stopped
             })

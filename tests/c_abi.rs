@@ -248,6 +248,27 @@ fn two_sessions_at_once_give_what_each_gives_alone() {
 
 #[test]
 fn a_run_and_a_stream_are_cancelled_from_another_thread() {
-    let (_, o) = run_case("cancel", &[]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("offline run cancelled"));
+    let (out, o) = run_case("cancel", &[]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("offline run cancelled"));
+    // ASR in one chunk: cut between decode steps (suite.c checks it returned within a quarter
+    // of the uncancelled run's time), then the session transcribes as the Rust API does.
+    assert!(
+        stdout.contains("asr cancelled within its chunk"),
+        "{stdout}"
+    );
+    let q = read_pcm(&inputs().join("asr.pcm"));
+    let want = rust_model()
+        .asr_wav(
+            &wav(&q),
+            &AsrOptions {
+                max_new_tokens: ASR_MAX_TOKENS,
+                ..AsrOptions::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(
+        text(&out, "asr_after_cancel.txt"),
+        lfm2_engine::c_text(&want.text)
+    );
 }

@@ -150,7 +150,8 @@ fn the_library_exports_exactly_the_headers_functions() {
         .output()
         .expect("nm (binutils) runs");
     assert!(o.status.success());
-    let exported: BTreeSet<String> = String::from_utf8_lossy(&o.stdout)
+    let listing = String::from_utf8_lossy(&o.stdout);
+    let exported: BTreeSet<String> = listing
         .lines()
         .filter_map(|l| {
             l.split_whitespace()
@@ -158,6 +159,11 @@ fn the_library_exports_exactly_the_headers_functions() {
                 .map(|s| s.split('@').next().unwrap().to_owned())
         })
         .collect();
+    // Every export is a function in the text section (`T`): no data symbol is part of the ABI.
+    for l in listing.lines() {
+        let kind = l.split_whitespace().nth(1);
+        assert_eq!(kind, Some("T"), "not an exported function: {l}");
+    }
     let declared: BTreeSet<String> = header_signatures().into_keys().collect();
     let extra: Vec<_> = exported.difference(&declared).collect();
     let missing: Vec<_> = declared.difference(&exported).collect();

@@ -302,3 +302,44 @@ fn frames_embed_as_the_sum_of_their_codebook_rows() {
         .is_err());
     assert_eq!(c.len(), 0);
 }
+
+#[test]
+fn asr_with_hands_over_the_text_and_stops_between_decode_steps() {
+    let e = engine(Quant::F32);
+    let opts = AsrOptions {
+        max_new_tokens: reference().asr_tokens().len(),
+        ..Default::default()
+    };
+    let full = e.asr(&input_signal(), &opts).unwrap();
+    // A sink that never stops hears the whole text, piece by piece, and changes nothing.
+    let mut pieces = Vec::new();
+    let heard = e
+        .asr_with(&input_signal(), &opts, &mut |t| {
+            pieces.push(t.to_owned());
+            true
+        })
+        .unwrap();
+    assert_eq!(heard.tokens, full.tokens);
+    assert_eq!(heard.text, full.text);
+    assert_eq!(heard.stop, full.stop);
+    assert_eq!(pieces.concat(), full.text);
+    assert!(pieces.len() >= 3, "{} pieces: {pieces:?}", pieces.len());
+    // Stopping at the second piece ends decoding there: a prefix of the tokens, and the sink
+    // hears nothing after it said stop.
+    let mut calls = 0;
+    let cut = e
+        .asr_with(&input_signal(), &opts, &mut |_| {
+            calls += 1;
+            calls < 2
+        })
+        .unwrap();
+    assert_eq!(calls, 2);
+    assert_eq!(cut.stop, StopReason::Stopped);
+    assert!(cut.tokens.len() < full.tokens.len());
+    assert!(full.tokens.starts_with(&cut.tokens));
+    assert!(cut.text.starts_with(&pieces[..2].concat()));
+    // The model is unchanged by the stop: the next run gives the same bytes.
+    let again = e.asr(&input_signal(), &opts).unwrap();
+    assert_eq!(again.tokens, full.tokens);
+    assert_eq!(again.text, full.text);
+}

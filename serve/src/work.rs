@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use audio_engine::lfm2_audio::{
-    Artifact, AsrOptions, EngineError, ReplyEvent, S2sRequest, TtsOptions,
+    Artifact, AsrOptions, EngineError, ReplyEvent, S2sRequest, StopReason, TtsOptions,
 };
 
 use crate::pool::Lease;
@@ -85,11 +85,14 @@ pub fn spawn(
                 let model = lease.model();
                 model.read_wav(&wav).and_then(|samples| {
                     let secs = samples.len() as f64 / 16_000.0;
-                    model.asr(&samples, &opts).map(|r| Outcome {
+                    // why: the server's hard stop (the shutdown deadline) cuts a transcription
+                    // between decode steps too; nothing streams, so there is no client to ask.
+                    let mut go = |_: &str| !stop.load(Ordering::Relaxed);
+                    model.asr_with(&samples, &opts, &mut go).map(|r| Outcome {
                         text: r.text,
                         prompt_positions: r.prompt_positions,
                         steps: r.tokens.len(),
-                        ended: r.stop != audio_engine::lfm2_audio::StopReason::MaxTokens,
+                        ended: matches!(r.stop, StopReason::ImEnd | StopReason::AudioStart),
                         input_seconds: secs,
                         ..Default::default()
                     })

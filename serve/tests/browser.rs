@@ -6,40 +6,12 @@
 
 mod common;
 
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
 use common::*;
-
-/// The path of `bin` on `PATH`, if installed.
-fn installed(bin: &str) -> Option<String> {
-    let out = Command::new("sh")
-        .args(["-c", &format!("command -v {bin}")])
-        .output()
-        .ok()?;
-    let p = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    (out.status.success() && !p.is_empty()).then_some(p)
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed on drop.
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// A WebDriver session over plain HTTP.
 struct Driver {
@@ -103,16 +75,10 @@ async fn turns_done(d: &Driver, n: usize) -> Vec<Value> {
 }
 
 async fn metric(srv: &serve::Running, name: &str) -> f64 {
-    let text = reqwest::get(url(srv, "/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .filter(|l| l.starts_with(name) && !l.starts_with('#'))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metric_sum(
+        &get_text(&reqwest::Client::new(), &url(srv, "/metrics")).await,
+        name,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

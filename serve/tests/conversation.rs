@@ -44,19 +44,7 @@ async fn stream_turn(
         "request": {"audio": b64(&question(i)), "seed": SEED, "max_tokens": MAX_TOKENS,
                     "options": {"return_codes": true}, "artifacts": artifacts},
     });
-    let resp = client.post(url).json(&body).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()["content-type"], "text/event-stream");
-    let events = sse_events(&resp.text().await.unwrap());
-    let (last, rest) = events.split_last().unwrap();
-    assert_eq!(last["type"], "task.stream.done", "{last}");
-    for e in rest {
-        assert_eq!(e["type"], "task.stream.event", "{e}");
-    }
-    (
-        rest.iter().map(|e| e["event"].clone()).collect(),
-        last["result"].clone(),
-    )
+    sse_task(client, url, &[], &body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,20 +131,11 @@ async fn three_turns_over_sse_equal_the_rust_session() {
         if i > 0 {
             assert_eq!(result["lfm2_audio"]["affinity"], true);
         }
-        artifacts.push(
-            json!({"id": "lfm2_audio.question", "kind": "custom", "payload": b64(&question(i))}),
-        );
+        artifacts.push(question_artifact(&question(i)));
         artifacts.push(art.clone());
     }
     println!("resumed prefill positions per turn: {resumed:?}");
-    let metrics = client
-        .get(crate::url(&srv, "/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = get_text(&client, &crate::url(&srv, "/metrics")).await;
     assert!(
         metrics.contains("serve_requests_total{route=\"/v1/tasks/stream\",status=\"200\"} 3"),
         "{metrics}"
@@ -206,14 +185,7 @@ async fn a_client_going_away_stops_generation_and_frees_the_session() {
         .await
         .unwrap();
     assert_eq!(r.status(), 200);
-    let m = client
-        .get(url(&srv, "/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let m = get_text(&client, &url(&srv, "/metrics")).await;
     assert!(m.contains("serve_client_disconnects_total 1"), "{m}");
     srv.shutdown().await.unwrap();
 }

@@ -82,8 +82,13 @@ async fn eight_clients_five_turns_then_overload() {
                     "audio": b64(&q(c, t)), "seed": c, "max_tokens": MAX_TOKENS,
                     "options": {"return_codes": true}, "artifacts": artifacts}});
                 let start = Instant::now();
-                let mut resp = http.post(&u).header("x-conversation-id", format!("conv-{c}"))
-                    .json(&body).send().await.unwrap();
+                let mut resp = http
+                    .post(&u)
+                    .header("x-conversation-id", format!("conv-{c}"))
+                    .json(&body)
+                    .send()
+                    .await
+                    .unwrap();
                 assert_eq!(resp.status(), 200);
                 let mut buf = Vec::new();
                 let mut ttfa = None;
@@ -103,10 +108,12 @@ async fn eight_clients_five_turns_then_overload() {
                     wav_i16(&unb64(r["audio"].as_str().unwrap())),
                     unb64(art["payload"].as_str().unwrap()),
                     ttfa,
-                    r["lfm2_audio"]["resumed_prefill_positions"].as_u64().unwrap(),
+                    r["lfm2_audio"]["resumed_prefill_positions"]
+                        .as_u64()
+                        .unwrap(),
                     r["lfm2_audio"]["affinity"].as_bool().unwrap(),
                 ));
-                artifacts.push(json!({"id": "lfm2_audio.question", "kind": "custom", "payload": b64(&q(c, t))}));
+                artifacts.push(question_artifact(&q(c, t)));
                 artifacts.push(art);
             }
             got

@@ -3,14 +3,13 @@
 //! same bytes as against one server; every turn after the first lands on the first turn's
 //! replica (its cached state is reused); killing that replica mid-conversation moves the rest to
 //! the other one, which starts cold (nothing resumed) and still answers the same bytes, because
-//! the client carries the history. Skips (passing) when `nginx` is not installed.
+//! the client carries the history. nginx runs the README's snippet as written (ports aside).
+//! Skips (passing) when `nginx` is not installed.
 
 mod common;
 
-use std::io::BufRead;
-use std::net::TcpListener;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -23,67 +22,54 @@ const TURNS: usize = 5;
 /// The turn (0-based) before which the replica serving the conversation is killed.
 const KILL_BEFORE: usize = 3;
 
-fn nginx_bin() -> Option<String> {
-    let out = Command::new("sh")
-        .args(["-c", "command -v nginx || ls /usr/sbin/nginx"])
-        .output()
-        .ok()?;
-    let p = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .next()?
-        .trim()
-        .to_owned();
-    (out.status.success() && !p.is_empty()).then_some(p)
+/// The README's nginx snippet (the ```nginx block of "Several replicas behind nginx").
+fn readme_snippet() -> String {
+    let readme = readme();
+    let at = readme
+        .find("### Several replicas behind nginx")
+        .expect("the README's nginx section");
+    let rest = &readme[at..];
+    let open = rest.find("```nginx\n").expect("a ```nginx block") + "```nginx\n".len();
+    let close = rest[open..].find("\n```").expect("the block ends") + open;
+    rest[open..close].to_owned()
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A child process killed on drop.
-struct Kill(Child);
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Starts the serve binary on an ephemeral port (demo package); returns it and its base URL.
-fn replica() -> (Kill, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
-        .args(["--port", "0", "--threads", "1", "--slots", "1"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("serve: listening on ")
-        .unwrap_or_else(|| panic!("serve printed {line:?}"))
-        .to_owned();
-    (Kill(child), base)
-}
-
+/// nginx.conf: the README's snippet as written, its two upstream servers and its listen port
+/// replaced by the test's, inside the process-level settings a private nginx needs (pid, logs
+/// and temp files under `dir`).
 fn nginx_conf(dir: &Path, listen: u16, upstreams: &[&str]) -> String {
     let d = dir.display();
-    let servers: String = upstreams
-        .iter()
-        .map(|u| {
-            format!(
-                "    server {} max_fails=1 fail_timeout=30s;\n",
+    let snippet = readme_snippet();
+    let mut servers = upstreams.iter();
+    let mut lines = Vec::new();
+    for line in snippet.lines() {
+        let t = line.trim_start();
+        if t.starts_with("server 127.0.0.1:") {
+            let u = servers
+                .next()
+                .expect("two upstream servers in the README snippet");
+            let (_, rest) = t.split_once(' ').unwrap();
+            let (_, opts) = rest.split_once(' ').unwrap();
+            lines.push(format!(
+                "    server {} {opts}",
                 u.trim_start_matches("http://")
-            )
-        })
-        .collect();
+            ));
+        } else if t.starts_with("listen ") {
+            lines.push(format!("    listen 127.0.0.1:{listen};"));
+        } else {
+            lines.push(line.to_owned());
+        }
+    }
+    assert!(
+        servers.next().is_none(),
+        "the README snippet has fewer upstream servers than the test's {}",
+        upstreams.len()
+    );
+    assert!(
+        snippet.contains("hash $http_x_conversation_id consistent;"),
+        "{snippet}"
+    );
+    let http = lines.join("\n");
     format!(
         "worker_processes 1;\n\
          pid {d}/nginx.pid;\n\
@@ -96,23 +82,8 @@ fn nginx_conf(dir: &Path, listen: u16, upstreams: &[&str]) -> String {
          fastcgi_temp_path {d}/fastcgi;\n\
          uwsgi_temp_path {d}/uwsgi;\n\
          scgi_temp_path {d}/scgi;\n\
-         client_max_body_size 64m;\n\
          client_body_buffer_size 16m;\n\
-         upstream serve {{\n\
-         \x20   hash $http_x_conversation_id consistent;\n\
-         {servers}\
-         }}\n\
-         server {{\n\
-         \x20   listen 127.0.0.1:{listen};\n\
-         \x20   location / {{\n\
-         \x20       proxy_pass http://serve;\n\
-         \x20       proxy_http_version 1.1;\n\
-         \x20       proxy_set_header Connection \"\";\n\
-         \x20       proxy_buffering off;\n\
-         \x20       proxy_read_timeout 300s;\n\
-         \x20       proxy_next_upstream error timeout;\n\
-         \x20   }}\n\
-         }}\n\
+         {http}\n\
          }}\n"
     )
 }
@@ -120,21 +91,7 @@ fn nginx_conf(dir: &Path, listen: u16, upstreams: &[&str]) -> String {
 /// A 16 kHz question long enough that its prompt fills a prefill block (so the next turn on the
 /// same replica resumes it), different per `i`.
 fn long_question(i: usize) -> Vec<u8> {
-    let n = 16_000 * 21 + 4_000 * i;
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for t in 0..n {
-        let v = ((t * (5 + 2 * i)) % 320) as i32 - 160;
-        w.write_sample((v * 70) as i16).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
+    saw_wav(16_000 * 21 + 4_000 * i, 5 + 2 * i, 320, 70)
 }
 
 /// One SSE turn; returns the result.
@@ -145,23 +102,13 @@ async fn turn(client: &reqwest::Client, base: &str, i: usize, history: &[Value])
         "request": {"audio": b64(&long_question(i)), "seed": SEED, "max_tokens": MAX_TOKENS,
                     "options": {"return_codes": true}, "artifacts": history},
     });
-    let resp = client
-        .post(format!("{base}/v1/tasks/stream"))
-        .header("X-Conversation-Id", "nginx-test-conversation")
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200, "turn {i}");
-    let events = sse_events(&resp.text().await.unwrap());
-    let last = events.last().unwrap();
-    assert_eq!(last["type"], "task.stream.done", "turn {i}: {last}");
-    last["result"].clone()
+    let url = format!("{base}/v1/tasks/stream");
+    let headers = [("X-Conversation-Id", "nginx-test-conversation")];
+    sse_task(client, &url, &headers, &body).await.1
 }
 
 fn push_history(history: &mut Vec<Value>, i: usize, result: &Value) {
-    history.push(json!({"id": "lfm2_audio.question", "kind": "custom",
-                        "payload": b64(&long_question(i))}));
+    history.push(question_artifact(&long_question(i)));
     history.push(result["artifacts"][0].clone());
 }
 
@@ -186,17 +133,12 @@ async fn served(client: &reqwest::Client, base: &str) -> Option<u64> {
         .text()
         .await
         .ok()?;
-    Some(
-        text.lines()
-            .filter(|l| l.starts_with("serve_requests_total{route=\"/v1/tasks/stream\""))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-            .sum(),
-    )
+    Some(metric_sum(&text, "serve_requests_total{route=\"/v1/tasks/stream\"") as u64)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_routes_a_conversation_to_its_replica_and_fails_over() {
-    let Some(nginx) = nginx_bin() else {
+    let Some(nginx) = installed("nginx") else {
         eprintln!(
             "SKIP nginx_routes_a_conversation_to_its_replica_and_fails_over: `nginx` is not \
              installed (apt-get install nginx)"
@@ -224,6 +166,7 @@ async fn nginx_routes_a_conversation_to_its_replica_and_fails_over() {
     );
     one.shutdown().await.unwrap();
 
+    let replica = || spawn_serve(&["--port", "0", "--threads", "1", "--slots", "1"]);
     let (a, a_url) = replica();
     let (b, b_url) = replica();
     let mut replicas = vec![(Some(a), a_url), (Some(b), b_url)];

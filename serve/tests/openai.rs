@@ -1,9 +1,11 @@
 //! The OpenAI-compatible routes: response shapes field by field; chat multi-turn through the
 //! `lfm2_audio_reply` extension gives the same bytes as the task route; streamed chat and
-//! speech add up to their offline responses.
+//! speech add up to their offline responses; speech (every format, streamed or not) and the
+//! tts task route give the Rust library's TTS audio byte for byte.
 
 mod common;
 
+use audio_engine::lfm2_audio::{SamplerConfig, TtsOptions, Voice};
 use serde_json::{json, Value};
 
 use common::*;
@@ -62,15 +64,12 @@ async fn transcriptions_and_speech() {
     assert!((v["duration"].as_f64().unwrap() - 1.5).abs() < 1e-9);
     assert_eq!(v["segments"][0]["text"], text.as_str());
     // JSON body too (audio.cpp's form), and errors.
-    let jb: Value = c
-        .post(&u)
-        .json(&json!({"model": "lfm2-audio-asr", "audio": b64(&question(0)), "max_tokens": 12}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let jb = post_json(
+        &c,
+        &u,
+        &json!({"model": "lfm2-audio-asr", "audio": b64(&question(0)), "max_tokens": 12}),
+    )
+    .await;
     assert_eq!(jb["text"], text.as_str());
     let bad = form("json").text("diarize", "1");
     assert!(expect_error(
@@ -135,15 +134,7 @@ async fn transcriptions_and_speech() {
         .unwrap();
     assert_eq!(pcm.len(), samples.len() * 2);
     assert_eq!(&pcm[..], &wav[44..]);
-    let j: Value = c
-        .post(&s)
-        .json(&body(json!({"response_format": "json"})))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let j = post_json(&c, &s, &body(json!({"response_format": "json"}))).await;
     assert_eq!(j["format"], "wav");
     assert_eq!(unb64(j["audio"].as_str().unwrap()), wav);
     let chunked = c
@@ -220,15 +211,7 @@ async fn chat_completions_multi_turn_and_streamed() {
     for turn in 0..2 {
         let body = json!({"model": "lfm2-audio-s2s", "modalities": ["text", "audio"], "messages": messages,
                           "max_completion_tokens": 60, "seed": 9});
-        let r: Value = c
-            .post(&u)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let r = post_json(&c, &u, &body).await;
         assert!(r["id"].as_str().unwrap().starts_with("chatcmpl-"));
         assert_eq!(r["object"], "chat.completion");
         assert!(r["created"].is_u64());
@@ -250,9 +233,17 @@ async fn chat_completions_multi_turn_and_streamed() {
             u2["prompt_tokens"].as_u64().unwrap() + u2["completion_tokens"].as_u64().unwrap()
         );
         // The same turn through the task route: the same bytes.
-        let t: Value = c.post(url(&srv, "/v1/tasks/run")).json(&json!({"model": "lfm2-audio-s2s", "request": {
-            "audio": b64(&question(turn)), "max_tokens": 60, "seed": 9, "options": {"return_codes": true}, "artifacts": artifacts}}))
-            .send().await.unwrap().json().await.unwrap();
+        let t = post_json(
+            &c,
+            &url(&srv, "/v1/tasks/run"),
+            &task(
+                "lfm2-audio-s2s",
+                json!({
+            "audio": b64(&question(turn)), "max_tokens": 60, "seed": 9,
+            "options": {"return_codes": true}, "artifacts": artifacts}),
+            ),
+        )
+        .await;
         assert_eq!(t["text"], m["content"]);
         assert_eq!(t["audio"], m["audio"]["data"]);
         assert_eq!(t["artifacts"][0], reply);
@@ -293,9 +284,7 @@ async fn chat_completions_multi_turn_and_streamed() {
         );
         messages.push(json!({"role": "assistant", "content": m["content"], "audio": {"id": m["audio"]["id"]}, "lfm2_audio_reply": reply}));
         messages.push(user(turn + 1));
-        artifacts.push(
-            json!({"id": "lfm2_audio.question", "kind": "custom", "payload": b64(&question(turn))}),
-        );
+        artifacts.push(question_artifact(&question(turn)));
         artifacts.push(reply);
     }
     // Errors: an assistant turn without its reply artifact, text parts, a bad modality.
@@ -342,5 +331,168 @@ async fn chat_completions_multi_turn_and_streamed() {
         "not_found",
     )
     .await;
+    srv.shutdown().await.unwrap();
+}
+
+/// The Rust library's TTS for what a request asks: text, voice, seed and max_tokens over the
+/// defaults (the server's `/v1/audio/speech` and tts task options).
+fn library_tts(text: &str, voice: Voice, seed: u64, max_tokens: usize) -> (String, Vec<f32>) {
+    let d = TtsOptions::default();
+    let r = model()
+        .tts(
+            text,
+            &TtsOptions {
+                voice,
+                max_new_tokens: max_tokens,
+                audio: SamplerConfig { seed, ..d.audio },
+                ..d
+            },
+        )
+        .unwrap();
+    (r.text, r.audio)
+}
+
+/// `samples` as 16-bit PCM (rounded, clipped to full scale), little-endian.
+fn reference_pcm(samples: &[f32]) -> Vec<u8> {
+    samples
+        .iter()
+        .flat_map(|&s| ((s.clamp(-1.0, 1.0) * 32767.0).round() as i16).to_le_bytes())
+        .collect()
+}
+
+/// A 24 kHz mono 16-bit WAV of `samples`, written by hound (not by the server's writer).
+fn reference_wav(samples: &[f32]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 24_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for s in samples {
+        w.write_sample((s.clamp(-1.0, 1.0) * 32767.0).round() as i16)
+            .unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speech_and_the_tts_task_give_the_librarys_bytes() {
+    const TEXT: &str = "Hello there, numbers 2024 and voices.";
+    const MAX_TOKENS: usize = 64;
+    // why: the demo package's random TTS ends before it speaks for some requests; take the
+    // first of these whose library output holds samples, so real audio is compared.
+    let (voice, seed, (lib_text, want)) = tokio::task::spawn_blocking(|| {
+        for (voice, name) in [
+            (Voice::UkFemale, "uk-female"),
+            (Voice::UsMale, "us-male"),
+            (Voice::UsFemale, "us-female"),
+            (Voice::UkMale, "uk-male"),
+        ] {
+            for seed in [11, 5] {
+                let out = library_tts(TEXT, voice, seed, MAX_TOKENS);
+                if !out.1.is_empty() {
+                    return (name, seed, out);
+                }
+            }
+        }
+        panic!("no voice and seed tried speaks `{TEXT}` on the demo package")
+    })
+    .await
+    .unwrap();
+    println!("{voice} seed {seed}: {} samples", want.len());
+    let wav = reference_wav(&want);
+    let pcm = reference_pcm(&want);
+    assert_eq!(&wav[44..], &pcm[..]);
+
+    let srv = server().await;
+    let c = reqwest::Client::new();
+    let s = url(&srv, "/v1/audio/speech");
+    let body = |extra: Value| {
+        let mut b = json!({"model": "lfm2-audio-tts", "input": TEXT, "voice": voice,
+                           "max_tokens": MAX_TOKENS, "seed": seed});
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    let r = c.post(&s).json(&body(json!({}))).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "audio/wav");
+    assert_eq!(
+        r.headers()["x-audiocpp-audio-duration-ms"],
+        format!("{:.1}", want.len() as f64 / 24.0).as_str()
+    );
+    assert!(r.bytes().await.unwrap() == wav, "speech wav differs");
+    for (extra, want_bytes, what) in [
+        (json!({"response_format": "pcm"}), &pcm, "pcm"),
+        (json!({"stream": true}), &pcm, "chunked pcm"),
+    ] {
+        let got = c.post(&s).json(&body(extra)).send().await.unwrap();
+        assert_eq!(got.status(), 200, "{what}");
+        assert!(read_to_end(got).await == *want_bytes, "{what} differs");
+    }
+    let j = post_json(&c, &s, &body(json!({"response_format": "json"}))).await;
+    assert!(
+        unb64(j["audio"].as_str().unwrap()) == wav,
+        "json audio differs"
+    );
+    let sse = c
+        .post(&s)
+        .json(&body(json!({"stream": true, "stream_format": "sse"})))
+        .send()
+        .await
+        .unwrap();
+    let ev = sse_events(&String::from_utf8(read_to_end(sse).await).unwrap());
+    let joined: Vec<u8> = ev
+        .iter()
+        .filter(|e| e["type"] == "speech.audio.delta")
+        .flat_map(|e| unb64(e["audio"].as_str().unwrap()))
+        .collect();
+    assert!(joined == pcm, "sse audio differs");
+
+    // The tts task route: run, stream as JSON, stream as SSE. Voice ids take `_` there too.
+    let request = json!({"text": TEXT, "voice_id": voice.replace('-', "_"), "seed": seed,
+                         "max_tokens": MAX_TOKENS});
+    let run = post_json(
+        &c,
+        &url(&srv, "/v1/tasks/run"),
+        &task("lfm2-audio-tts", request.clone()),
+    )
+    .await;
+    assert_eq!(run["sample_rate"], 24_000);
+    assert_eq!(run["channels"], 1);
+    assert_eq!(run["text"], lib_text.as_str());
+    assert!(
+        unb64(run["audio"].as_str().unwrap()) == wav,
+        "task run audio differs"
+    );
+    let streamed = post_json(
+        &c,
+        &url(&srv, "/v1/tasks/stream"),
+        &task("lfm2-audio-tts", request.clone()),
+    )
+    .await;
+    assert!(unb64(streamed["result"]["audio"].as_str().unwrap()) == wav);
+    let from_events: Vec<i16> = streamed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["audio"].as_str())
+        .flat_map(|a| wav_i16(&unb64(a)))
+        .collect();
+    assert_eq!(from_events, wav_i16(&wav));
+    let mut sse_body = task("lfm2-audio-tts", request);
+    sse_body["stream_format"] = json!("sse");
+    let (events, result) = sse_task(&c, &url(&srv, "/v1/tasks/stream"), &[], &sse_body).await;
+    assert!(unb64(result["audio"].as_str().unwrap()) == wav);
+    let from_sse: Vec<i16> = events
+        .iter()
+        .filter_map(|e| e["audio"].as_str())
+        .flat_map(|a| wav_i16(&unb64(a)))
+        .collect();
+    assert_eq!(from_sse, wav_i16(&wav));
     srv.shutdown().await.unwrap();
 }

@@ -1,12 +1,17 @@
-//! Shared by the server tests: the demo package loaded once per test binary, a server on an
-//! ephemeral loopback port, synthetic questions and an SSE reader.
+//! Shared by the server tests: the demo package loaded once per test binary (and a damaged copy
+//! of it), servers in process and as child processes, HTTP helpers, synthetic questions, the
+//! SSE reader, metrics lines and the tools some tests need from the system.
 #![allow(dead_code)]
 
+use std::io::BufRead;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
 use audio_engine::lfm2_audio::{default_demo_dir, load_demo, Lfm2Audio, ModelOptions};
 use base64::Engine as _;
-use serde_json::Value;
+use serde_json::{json, Value};
 use serve::config::{entries_for, Settings};
 use serve::Running;
 
@@ -26,6 +31,68 @@ pub fn model() -> Lfm2Audio {
     .clone()
 }
 
+/// A copy of the demo package whose audio-code embedding table (in the mmproj file) is all NaN.
+///
+/// It loads, and everything before the first audio frame is fed back runs as on the demo
+/// package (the encoder, the prompt, the text steps and the first frame), so a reply starts
+/// normally; fed back, that frame makes the backbone's hidden state NaN, which the depthformer
+/// refuses for the next frame. A real failure in the middle of a generation, the same every run.
+pub fn poisoned_model() -> Lfm2Audio {
+    use audio_engine::ggml::gguf::GgufFile;
+    use audio_engine::ggml::GgmlType;
+    use audio_engine::lfm2_audio::internals::engine::AUDIO_CODE_TABLE;
+    use std::io::{Seek, SeekFrom, Write};
+
+    static M: OnceLock<Lfm2Audio> = OnceLock::new();
+    M.get_or_init(|| {
+        model(); // makes sure the demo package exists
+        let dir = scratch("poisoned-package");
+        let mut mmproj = None;
+        for e in std::fs::read_dir(default_demo_dir()).unwrap() {
+            let e = e.unwrap();
+            let to = dir.join(e.file_name());
+            std::fs::copy(e.path(), &to).unwrap();
+            if e.file_name().to_string_lossy().starts_with("mmproj-") {
+                mmproj = Some(to);
+            }
+        }
+        let mmproj = mmproj.expect("the demo package has an mmproj file");
+        let (offset, n) = {
+            let g = GgufFile::open(&mmproj).unwrap();
+            let t = g.require_tensor(AUDIO_CODE_TABLE).unwrap();
+            assert_eq!(t.ggml_type(), GgmlType::F32, "the demo package is F32");
+            (t.file_offset(), t.n_bytes())
+        };
+        let nan: Vec<u8> = (0..n / 4).flat_map(|_| f32::NAN.to_le_bytes()).collect();
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&mmproj)
+            .unwrap();
+        f.seek(SeekFrom::Start(offset)).unwrap();
+        f.write_all(&nan).unwrap();
+        drop(f);
+        Lfm2Audio::load(
+            &dir,
+            ModelOptions {
+                n_threads: 1,
+                ..ModelOptions::default()
+            },
+        )
+        .expect("the damaged package still loads")
+    })
+    .clone()
+}
+
+/// A scratch directory private to this test process.
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir()
+        .join(format!("serve-tests-{}", std::process::id()))
+        .join(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
 /// Test settings: loopback, any port, the three demo entries.
 pub fn settings() -> Settings {
     Settings {
@@ -37,10 +104,15 @@ pub fn settings() -> Settings {
     }
 }
 
+/// A server over `m` with `settings`.
+pub async fn server_on(s: Settings, m: fn() -> Lfm2Audio) -> Running {
+    let m = tokio::task::spawn_blocking(m).await.unwrap();
+    serve::start(s, Some(m)).await.expect("starting the server")
+}
+
 /// A server over the shared demo model with `settings`.
 pub async fn server_with(s: Settings) -> Running {
-    let m = tokio::task::spawn_blocking(model).await.unwrap();
-    serve::start(s, Some(m)).await.expect("starting the server")
+    server_on(s, model).await
 }
 
 /// A server with the test settings.
@@ -53,9 +125,45 @@ pub fn url(r: &Running, path: &str) -> String {
     format!("http://{}{path}", r.addr)
 }
 
-/// A deterministic 16 kHz question, different per `i` (1.5 s + 0.5 s per i).
-pub fn question(i: usize) -> Vec<u8> {
-    let n = 24_000 + 8_000 * i;
+/// A task route body: `{"model", "request"}`.
+pub fn task(model: &str, request: Value) -> Value {
+    json!({"model": model, "request": request})
+}
+
+/// POSTs `body` as JSON and reads the answer as JSON (whatever the status).
+pub async fn post_json(c: &reqwest::Client, url: &str, body: &Value) -> Value {
+    c.post(url)
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// GETs `url` as JSON.
+pub async fn get_json(c: &reqwest::Client, url: &str) -> Value {
+    c.get(url).send().await.unwrap().json().await.unwrap()
+}
+
+/// GETs `url` as text.
+pub async fn get_text(c: &reqwest::Client, url: &str) -> String {
+    c.get(url).send().await.unwrap().text().await.unwrap()
+}
+
+/// The sum of the values of the metrics lines whose name (and labels) start with `prefix`.
+pub fn metric_sum(metrics: &str, prefix: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(prefix) && !l.starts_with('#'))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+/// A deterministic 16 kHz mono 16-bit WAV of `n` samples: sample `t` is
+/// `((t * step) % period - period / 2) * scale`.
+pub fn saw_wav(n: usize, step: usize, period: usize, scale: i32) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
     let spec = hound::WavSpec {
         channels: 1,
@@ -64,12 +172,23 @@ pub fn question(i: usize) -> Vec<u8> {
         sample_format: hound::SampleFormat::Int,
     };
     let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    let half = (period / 2) as i32;
     for t in 0..n {
-        let v = ((t * (7 + 3 * i)) % 400) as i32 - 200;
-        w.write_sample((v * 60) as i16).unwrap();
+        let v = ((t * step) % period) as i32 - half;
+        w.write_sample((v * scale) as i16).unwrap();
     }
     w.finalize().unwrap();
     out.into_inner()
+}
+
+/// A deterministic 16 kHz question, different per `i` (1.5 s + 0.5 s per i).
+pub fn question(i: usize) -> Vec<u8> {
+    saw_wav(24_000 + 8_000 * i, 7 + 3 * i, 400, 60)
+}
+
+/// The question artifact of an earlier turn, as a task request carries it.
+pub fn question_artifact(wav: &[u8]) -> Value {
+    json!({"id": "lfm2_audio.question", "kind": "custom", "payload": b64(wav)})
 }
 
 pub fn b64(b: &[u8]) -> String {
@@ -86,6 +205,51 @@ pub fn sse_events(body: &str) -> Vec<Value> {
         .filter_map(|frame| frame.strip_prefix("data: "))
         .map(|d| serde_json::from_str(d).unwrap_or(Value::String(d.to_owned())))
         .collect()
+}
+
+/// Reads a streamed body chunk by chunk to its end. Panics if the connection breaks before
+/// the body is complete (a dropped connection, not an answer).
+pub async fn read_to_end(mut resp: reqwest::Response) -> Vec<u8> {
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => body.extend_from_slice(&c),
+            Ok(None) => return body,
+            Err(e) => panic!(
+                "the body broke off after {} bytes: {e}\n{}",
+                body.len(),
+                String::from_utf8_lossy(&body)
+            ),
+        }
+    }
+}
+
+/// One SSE turn on `/v1/tasks/stream`: checks the status, the content type and that the
+/// stream is events then `task.stream.done`; returns the events' `event` objects and the
+/// result.
+pub async fn sse_task(
+    client: &reqwest::Client,
+    url: &str,
+    headers: &[(&str, &str)],
+    body: &Value,
+) -> (Vec<Value>, Value) {
+    let mut req = client.post(url).json(body);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let events = sse_events(&String::from_utf8(read_to_end(resp).await).unwrap());
+    let (last, rest) = events.split_last().expect("an SSE event");
+    assert_eq!(last["type"], "task.stream.done", "{last}");
+    for e in rest {
+        assert_eq!(e["type"], "task.stream.event", "{e}");
+    }
+    (
+        rest.iter().map(|e| e["event"].clone()).collect(),
+        last["result"].clone(),
+    )
 }
 
 /// Samples of a 16-bit PCM WAV.
@@ -106,4 +270,67 @@ pub async fn expect_error(resp: reqwest::Response, status: u16, kind: &str) -> S
     let v: Value = resp.json().await.unwrap();
     assert_eq!(v["error"]["type"], kind, "{v}");
     v["error"]["message"].as_str().unwrap().to_owned()
+}
+
+/// The path of `bin` on `PATH` (or, for system daemons, in `/usr/sbin`), if installed.
+pub fn installed(bin: &str) -> Option<String> {
+    let out = Command::new("sh")
+        .args([
+            "-c",
+            &format!("command -v {bin} || ls /usr/sbin/{bin} 2>/dev/null"),
+        ])
+        .output()
+        .ok()?;
+    let p = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()?
+        .trim()
+        .to_owned();
+    (out.status.success() && !p.is_empty()).then_some(p)
+}
+
+/// A free loopback port (for programs that take a port, not a listener).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A child process killed on drop.
+pub struct Kill(pub Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts the serve binary with `args` (on the demo package unless they say otherwise) and
+/// waits for its "listening" line; returns it and its base URL.
+pub fn spawn_serve(args: &[&str]) -> (Kill, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("serve: listening on ")
+        .unwrap_or_else(|| panic!("serve printed {line:?}"))
+        .to_owned();
+    (Kill(child), base)
+}
+
+/// The repository's README.
+pub fn readme() -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md");
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }

@@ -418,6 +418,17 @@ impl Session {
         self.model.asr_on(&backend, samples, opts)
     }
 
+    /// [`Session::asr`], handing each piece of text to `sink` (see [`Lfm2Audio::asr_with`]).
+    pub fn asr_with(
+        &mut self,
+        samples: &[f32],
+        opts: &AsrOptions,
+        sink: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<AsrResult, EngineError> {
+        let backend = self.backend()?;
+        self.model.asr_on_with(&backend, samples, opts, sink)
+    }
+
     /// Speaks `text` on the session's backend (as [`Lfm2Audio::tts`]; the conversation caches
     /// are not involved).
     pub fn tts(&mut self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use crate::ggml::Backend;
 
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::generation::reply::{ReplyOptions, ReplyRequest};
+use crate::lfm2_audio::generation::reply::{ReplyEvent, ReplyOptions, ReplyRequest};
 use crate::lfm2_audio::generation::sampling::SamplerConfig;
 use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::limits::check_system_prompt;
@@ -40,6 +40,9 @@ pub enum StopReason {
     AudioStart,
     /// `max_new_tokens` was reached.
     MaxTokens,
+    /// The caller's sink asked to stop ([`Lfm2Audio::asr_with`]); the text is what was decoded
+    /// until then.
+    Stopped,
 }
 
 /// Per-stage timings.
@@ -82,13 +85,39 @@ impl Lfm2Audio {
         self.asr_on(&backend, samples, opts)
     }
 
-    /// [`Lfm2Audio::asr`] computing on `backend`: the reply loop every task runs, on a
-    /// text-only schedule with greedy sampling.
+    /// [`Lfm2Audio::asr`], handing each piece of text to `sink` as it is decoded (whole UTF-8
+    /// characters, control tokens left out). When `sink` returns false, decoding stops after
+    /// that step: the result holds the text so far and [`StopReason::Stopped`]. A caller that
+    /// wants to cancel from another thread checks its flag in `sink`, so the cancel takes effect
+    /// between decode steps instead of after the whole transcription.
+    pub fn asr_with(
+        &self,
+        samples: &[f32],
+        opts: &AsrOptions,
+        sink: &mut dyn FnMut(&str) -> bool,
+    ) -> Result<AsrResult, EngineError> {
+        let backend = self.run_backend(None)?;
+        self.asr_on_with(&backend, samples, opts, sink)
+    }
+
+    /// [`Lfm2Audio::asr`] computing on `backend`.
     pub(crate) fn asr_on(
         &self,
         backend: &Backend,
         samples: &[f32],
         opts: &AsrOptions,
+    ) -> Result<AsrResult, EngineError> {
+        self.asr_on_with(backend, samples, opts, &mut |_| true)
+    }
+
+    /// [`Lfm2Audio::asr_with`] computing on `backend`: the reply loop every task runs, on a
+    /// text-only schedule with greedy sampling.
+    pub(crate) fn asr_on_with(
+        &self,
+        backend: &Backend,
+        samples: &[f32],
+        opts: &AsrOptions,
+        sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AsrResult, EngineError> {
         if opts.max_new_tokens == 0 {
             return Err(EngineError::InvalidRequest(
@@ -117,7 +146,22 @@ impl Lfm2Audio {
             started,
             encode,
         };
-        let reply = self.run_reply(backend, req, None, &mut |_| true)?;
+        // why: the reply loop hands over a piece at every step that completes a character
+        // (control tokens give none), so a sink checking a cancel flag is asked at nearly every
+        // decode step.
+        let mut stopped = false;
+        let reply = self.run_reply(backend, req, None, &mut |ev| {
+            let ReplyEvent::Text(t) = &ev else {
+                return true;
+            };
+            // why: the loop's closing text flush still arrives after a stop; once the caller
+            // said stop it hears nothing more.
+            if stopped {
+                return false;
+            }
+            stopped = !sink(t);
+            !stopped
+        })?;
         let tokens: Vec<u32> = reply
             .steps
             .iter()
@@ -132,6 +176,7 @@ impl Lfm2Audio {
         let stop = match tokens.last() {
             Some(&t) if reply.ended && t == sp.im_end => StopReason::ImEnd,
             Some(&t) if reply.ended && t == sp.audio_start => StopReason::AudioStart,
+            _ if stopped => StopReason::Stopped,
             _ => StopReason::MaxTokens,
         };
         Ok(AsrResult {
