@@ -601,7 +601,10 @@ async fn a_failure_mid_stream_is_an_error_event_and_the_stream_ends() {
     let ev = sse_events(&String::from_utf8(read_to_end(resp).await).unwrap());
     let (last, before) = ev.split_last().unwrap();
     assert_eq!(last["error"]["type"], "server_error", "{last}");
-    assert!(last["error"]["message"].as_str().unwrap().contains("not finite"));
+    assert!(last["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("not finite"));
     assert!(before.len() >= 2, "{ev:?}");
     for e in before {
         assert_eq!(e["object"], "chat.completion.chunk", "{e}");
