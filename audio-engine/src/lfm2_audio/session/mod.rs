@@ -425,6 +425,7 @@ impl Session {
         opts: &AsrOptions,
         sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AsrResult, EngineError> {
+        self.settle(false);
         let backend = self.backend()?;
         self.model.asr_on_with(&backend, samples, opts, sink)
     }
