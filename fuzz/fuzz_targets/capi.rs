@@ -349,9 +349,13 @@ unsafe fn read_result(res: *const Opaque) {
             check(audiocpp_result_artifact(
                 res, i, &mut kind, &mut id, &mut p, &mut bytes,
             ));
-            let _ = std::slice::from_raw_parts(p.cast::<u8>(), bytes)
-                .iter()
-                .sum::<u8>();
+            // why: reading every byte lets the sanitizer check the whole borrowed payload;
+            // black_box keeps the read (wrapping: the sum itself means nothing).
+            std::hint::black_box(
+                std::slice::from_raw_parts(p.cast::<u8>(), bytes)
+                    .iter()
+                    .fold(0u8, |a, &b| a.wrapping_add(b)),
+            );
             for m in 0..audiocpp_result_artifact_meta_count(res, i) {
                 let (mut k, mut v) = (null(), null());
                 check(audiocpp_result_artifact_meta(res, i, m, &mut k, &mut v));
