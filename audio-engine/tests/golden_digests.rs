@@ -38,6 +38,7 @@ use audio_engine::lfm2_audio::{
 
 use common::lfm2_tiny::{input_signal, reference};
 use common::package::{engine, package};
+use common::wav::question;
 
 /// 64-bit FNV-1a (offset basis 0xcbf29ce484222325, prime 0x100000001b3) over `bytes`.
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -211,25 +212,6 @@ fn check(d: Digests) {
         );
     }
     println!("{} digests match", d.map.len());
-}
-
-/// Question `i` of the conversation: a deterministic 16 kHz integer waveform (as lfm2_chat's).
-fn question(i: usize) -> Vec<u8> {
-    let n = 24_000 + 8_000 * i;
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for t in 0..n {
-        let v = ((t * (7 + 3 * i)) % 400) as i32 - 200;
-        w.write_sample((v * 60) as i16).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
 }
 
 /// The fixture's detokenizer frames (`detok_codes`, codebook-major).

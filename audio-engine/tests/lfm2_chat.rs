@@ -17,25 +17,7 @@ use audio_engine::lfm2_audio::{
 };
 
 use common::package::engine;
-
-fn question(i: usize) -> Vec<u8> {
-    let n = 24_000 + 8_000 * i;
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for t in 0..n {
-        // A deterministic integer waveform (no libm), different per question.
-        let v = ((t * (7 + 3 * i)) % 400) as i32 - 200;
-        w.write_sample((v * 60) as i16).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
-}
+use common::wav::question;
 
 fn s2s() -> S2sOptions {
     S2sOptions {

@@ -18,22 +18,14 @@ use audio_engine::lfm2_audio::{
 };
 
 use common::package::package;
+use common::wav::mono_i16;
 
 fn question(i: usize) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for t in 0..16_000 + 4_000 * i {
-        let v = ((t * (5 + 2 * i)) % 300) as i32 - 150;
-        w.write_sample((v * 80) as i16).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
+    let n = 16_000 + 4_000 * i;
+    mono_i16(
+        16_000,
+        (0..n).map(|t| ((((t * (5 + 2 * i)) % 300) as i32 - 150) * 80) as i16),
+    )
 }
 
 /// Every output of the jobs, as bytes.

@@ -9,3 +9,4 @@ pub mod lfm2_tiny;
 pub mod package;
 pub mod scratch;
 pub mod upstream;
+pub mod wav;
