@@ -3,81 +3,12 @@
 
 mod common;
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_int, CString};
 use std::ptr::{null, null_mut};
 
 use audio_engine::lfm2_audio::limits::{MAX_ARTIFACTS, MAX_TTS_TEXT_BYTES};
 
-#[repr(C)]
-struct Opaque {
-    _p: [u8; 0],
-}
-
-// why: the library's `#[no_mangle]` entry points, declared as include/audiocpp.h does (the
-// c_abi_surface test checks those signatures); linking the rlib provides them.
-use lfm2_engine as _;
-
-extern "C" {
-    fn audiocpp_last_error() -> *const c_char;
-    fn audiocpp_registry_create(config_path: *const c_char, out: *mut *mut Opaque) -> c_int;
-    fn audiocpp_registry_free(registry: *mut Opaque);
-    fn audiocpp_model_load(
-        registry: *mut Opaque,
-        model_path: *const c_char,
-        config: *const Opaque,
-        load_options: *const Opaque,
-        out: *mut *mut Opaque,
-    ) -> c_int;
-    fn audiocpp_model_free(model: *mut Opaque);
-    fn audiocpp_session_create(
-        model: *const Opaque,
-        task: *const c_char,
-        mode: *const c_char,
-        backend: *const Opaque,
-        session_options: *const Opaque,
-        out: *mut *mut Opaque,
-    ) -> c_int;
-    fn audiocpp_session_free(session: *mut Opaque);
-    fn audiocpp_session_run(
-        session: *mut Opaque,
-        request: *const Opaque,
-        out: *mut *mut Opaque,
-    ) -> c_int;
-    fn audiocpp_request_create() -> *mut Opaque;
-    fn audiocpp_request_free(request: *mut Opaque);
-    fn audiocpp_request_set_text(
-        r: *mut Opaque,
-        text: *const c_char,
-        language: *const c_char,
-    ) -> c_int;
-    fn audiocpp_request_set_audio(
-        r: *mut Opaque,
-        samples: *const f32,
-        frames: usize,
-        rate: c_int,
-        channels: c_int,
-    ) -> c_int;
-    fn audiocpp_request_add_artifact(
-        r: *mut Opaque,
-        kind: c_int,
-        id: *const c_char,
-        payload: *const c_void,
-        payload_bytes: usize,
-        out_index: *mut usize,
-    ) -> c_int;
-    fn audiocpp_result_free(result: *mut Opaque);
-}
-
-const INVALID_ARGUMENT: c_int = 1;
-/// `AUDIOCPP_ARTIFACT_CUSTOM`.
-const ARTIFACT_CUSTOM: c_int = 8;
-
-fn last_error() -> String {
-    // SAFETY: never NULL, valid until this thread's next call.
-    unsafe { CStr::from_ptr(audiocpp_last_error()) }
-        .to_string_lossy()
-        .into_owned()
-}
+use common::capi::*;
 
 /// Runs a `task` session on the demo package with a request `build` fills; returns the run's
 /// status and message.

@@ -2,6 +2,8 @@
 //! the header and linking them with it, the demo package, inputs, and the Rust API's model.
 #![allow(dead_code)]
 
+pub mod capi;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
