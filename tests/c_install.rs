@@ -1,7 +1,8 @@
 //! The install path: `cargo run -p xtask -- install --prefix DIR` into a temporary prefix, then
 //! C programs built against the installed copy the ways callers build them: `pkg-config
 //! --cflags --libs audiocpp` (via PKG_CONFIG_PATH), plain `-laudiocpp`, and statically; and
-//! `examples/c/chat.c`, whose conversation is compared with the Rust session's.
+//! `examples/c/chat.c`, whose conversation is compared with the Rust session's. And the build
+//! tree without an install: `audiocpp-uninstalled.pc`, which build.rs writes for pkg-config.
 
 mod common;
 
@@ -178,6 +179,79 @@ fn a_c_program_links_the_static_library() {
         .output()
         .unwrap();
     assert!(!String::from_utf8_lossy(&o.stdout).contains("libaudiocpp"));
+}
+
+#[test]
+fn a_c_program_builds_against_the_build_tree_with_the_uninstalled_pc_file() {
+    // build.rs wrote it for the profile directory this test binary is in.
+    let pc_dir = profile_dir().join("pkgconfig");
+    let lib_dir = profile_dir().join("audiocpp-uninstalled");
+    let pkg_config = |args: &[&str]| {
+        Command::new("pkg-config")
+            .args(args)
+            .env("PKG_CONFIG_PATH", &pc_dir)
+            .env_remove("PKG_CONFIG_DISABLE_UNINSTALLED")
+            .output()
+            .ok()
+    };
+    let Some(o) = pkg_config(&["--cflags", "--libs", "audiocpp"]) else {
+        println!("SKIPPED the build-tree build: pkg-config is not installed");
+        return;
+    };
+    assert!(
+        o.status.success(),
+        "pkg-config: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let flags: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    // The checkout's headers and the links under audio.cpp's names in the build tree.
+    for want in [
+        format!("-I{}", root().join("include").display()),
+        format!("-L{}", lib_dir.display()),
+        "-laudiocpp".to_owned(),
+    ] {
+        assert!(flags.contains(&want), "{want} not in {flags:?}");
+    }
+    // pkg-config took `audiocpp-uninstalled.pc` for `audiocpp` (its exit status says so).
+    let o = pkg_config(&["--uninstalled", "audiocpp"]).unwrap();
+    assert!(
+        o.status.success(),
+        "pkg-config did not pick the uninstalled file"
+    );
+    // The links lead to the library this test run was built with.
+    for name in ["libaudiocpp.so", "libaudiocpp.so.0"] {
+        assert_eq!(
+            std::fs::canonicalize(lib_dir.join(name)).unwrap(),
+            std::fs::canonicalize(cdylib()).unwrap(),
+            "{name}"
+        );
+    }
+    assert_eq!(
+        std::fs::canonicalize(lib_dir.join("libaudiocpp.a")).unwrap(),
+        std::fs::canonicalize(built_lib_dir().join("liblfm2_engine.a")).unwrap()
+    );
+
+    let exe = scratch("hello-build-tree").join("hello");
+    build(&root().join("tests/c/hello.c"), &exe, &flags);
+    // No LD_LIBRARY_PATH: the rpath the .pc file adds finds the build tree's library.
+    let o = Command::new(&exe)
+        .arg(demo_package())
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        out.starts_with("lfm2_audio abi 000200 lfm2-engine "),
+        "{out}"
+    );
 }
 
 fn pcm16_wav(p: &Pcm) -> Vec<u8> {

@@ -17,14 +17,11 @@ use std::path::{Path, PathBuf};
 /// The ABI version the headers declare, also the pkg-config version.
 pub const ABI_VERSION: &str = "0.2.0";
 
-/// What a static link of `libaudiocpp.a` needs besides it, by target OS (the system
-/// libraries rustc's std and ggml's C/C++ code use).
-pub fn libs_private(os: &str) -> &'static str {
-    match os {
-        "macos" => "-lc++ -framework Accelerate -framework Foundation -lSystem",
-        _ => "-lstdc++ -lpthread -lm -ldl -lrt -lutil -lgcc_s -lc",
-    }
-}
+// why: one list for the installed and the build tree's pkg-config file (build.rs includes it
+// too).
+#[path = "../../build/libs_private.rs"]
+mod libs_private;
+pub use libs_private::libs_private;
 
 /// Where the built libraries are: `$CARGO_TARGET_DIR` or `target/`, then the profile.
 pub fn profile_dir(profile: &str) -> PathBuf {
