@@ -3,7 +3,10 @@
 //! the README's route table has an example, each example succeeds, and each answer is checked
 //! (the transcript and the speech WAV byte for byte against the Rust library). Skips (passing)
 //! when `curl`, `jq` or `base64` is not installed. Also the README's config file example, read
-//! as TOML and as JSON, with flags over it.
+//! as TOML and as JSON, with flags over it; and its OpenAI Python SDK example, run as written
+//! (the base URL replaced) with a Python that imports `openai` (`$LFM2E_PYTHON`, else
+//! `python3`; skips without one), its printed transcript and reply and its `hello.wav` checked
+//! against the routes' own answers to the same requests.
 
 mod common;
 
@@ -316,4 +319,162 @@ fn the_readme_config_file_reads_as_toml_and_json_and_flags_override_it() {
     let cli = Cli::parse_from(["serve", "--config", bad.to_str().unwrap()]);
     let err = Settings::resolve(&cli).unwrap_err().to_string();
     assert!(err.contains("threds"), "{err}");
+}
+
+/// The base URL of the README's Python example (replaced by the test server's).
+const SDK_BASE_URL: &str = "base_url=\"http://127.0.0.1:8080/v1\"";
+
+/// The ```python block of the README's OpenAI SDK paragraph.
+fn python_block(readme: &str) -> String {
+    let at = readme
+        .find("With the official OpenAI Python SDK")
+        .expect("the README's OpenAI Python SDK paragraph");
+    let rest = &readme[at..];
+    let open = rest.find("```python\n").expect("a ```python block") + "```python\n".len();
+    let close = rest[open..].find("\n```").expect("the block ends") + open;
+    rest[open..close].to_owned()
+}
+
+/// A Python interpreter that imports `openai`: `$LFM2E_PYTHON`, else `python3`; Err says why
+/// there is none.
+fn python_with_openai() -> Result<String, String> {
+    let py = std::env::var("LFM2E_PYTHON").unwrap_or_else(|_| "python3".into());
+    match Command::new(&py).args(["-c", "import openai"]).output() {
+        Ok(o) if o.status.success() => Ok(py),
+        Ok(o) => Err(format!(
+            "`{py} -c 'import openai'` failed ({}): pip install openai, or set LFM2E_PYTHON \
+             to a Python that has it",
+            String::from_utf8_lossy(&o.stderr)
+                .lines()
+                .last()
+                .unwrap_or("")
+        )),
+        Err(e) => Err(format!("`{py}` cannot run ({e})")),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_python_sdk_example_works_against_a_server() {
+    let py = match python_with_openai() {
+        Ok(py) => py,
+        Err(why) => {
+            eprintln!("SKIP the_readme_python_sdk_example_works_against_a_server: {why}");
+            return;
+        }
+    };
+    let snippet = python_block(&readme());
+    assert_eq!(snippet.matches(SDK_BASE_URL).count(), 1, "{snippet}");
+    for file in ["\"q.wav\"", "\"hello.wav\""] {
+        assert!(
+            snippet.contains(file),
+            "{file} not in the snippet:\n{snippet}"
+        );
+    }
+
+    let srv = server().await;
+    let dir = scratch("readme-python");
+    let q = question(0);
+    // The snippet's files are relative to the directory it runs in: q.wav there, hello.wav
+    // written there.
+    std::fs::write(dir.join("q.wav"), &q).unwrap();
+    let script = snippet.replace(SDK_BASE_URL, &format!("base_url=\"{}\"", url(&srv, "/v1")));
+    std::fs::write(dir.join("example.py"), &script).unwrap();
+    let o = tokio::task::spawn_blocking({
+        let dir = dir.clone();
+        move || {
+            Command::new(py)
+                .arg("example.py")
+                .current_dir(dir)
+                .env("PYTHONIOENCODING", "utf-8")
+                // why: the SDK's HTTP client honours proxy variables; loopback goes direct.
+                .env("NO_PROXY", "127.0.0.1,localhost")
+                .output()
+                .unwrap()
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8(o.stdout).expect("UTF-8 output");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        o.status.success(),
+        "the README's Python example failed ({:?}):\n{script}\n--- stdout\n{stdout}\n--- stderr\n{stderr}",
+        o.status
+    );
+    println!("the example printed:\n{stdout}");
+    if !stderr.is_empty() {
+        println!("the example's stderr:\n{stderr}");
+    }
+
+    // What the server answers the same requests with, not through the SDK.
+    let c = reqwest::Client::new();
+    let form = reqwest::multipart::Form::new()
+        .part(
+            "file",
+            reqwest::multipart::Part::bytes(q.clone())
+                .file_name("q.wav")
+                .mime_str("audio/wav")
+                .unwrap(),
+        )
+        .text("model", "lfm2-audio-asr");
+    let transcript: Value = c
+        .post(url(&srv, "/v1/audio/transcriptions"))
+        .multipart(form)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let transcript = transcript["text"]
+        .as_str()
+        .expect("a transcript")
+        .to_owned();
+    let speech = c
+        .post(url(&srv, "/v1/audio/speech"))
+        .json(
+            &serde_json::json!({"model": "lfm2-audio-tts", "voice": "us-female",
+                                  "input": "Hello there."}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(speech.status(), 200);
+    let speech = speech.bytes().await.unwrap();
+    let chat: Value = c
+        .post(url(&srv, "/v1/chat/completions"))
+        .json(&serde_json::json!({
+            "model": "lfm2-audio-s2s", "modalities": ["text", "audio"],
+            "audio": {"voice": "default", "format": "wav"},
+            "messages": [{"role": "user", "content": [
+                {"type": "input_audio", "input_audio": {"data": b64(&q), "format": "wav"}}]}]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let reply = chat["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no reply content: {chat}"))
+        .to_owned();
+    assert!(!reply.is_empty(), "an empty reply: {chat}");
+
+    // The example prints the transcript, then the reply's text.
+    assert_eq!(stdout, format!("{transcript}\n{reply}\n"), "{script}");
+    // hello.wav: a 24 kHz mono 16-bit WAV, the bytes /v1/audio/speech gives for the request.
+    let hello = std::fs::read(dir.join("hello.wav")).expect("the example wrote hello.wav");
+    let spec = hound::WavReader::new(std::io::Cursor::new(&hello))
+        .expect("hello.wav is a WAV")
+        .spec();
+    assert_eq!(
+        (spec.sample_rate, spec.channels, spec.bits_per_sample),
+        (24_000, 1, 16)
+    );
+    assert!(hello.len() > 44, "hello.wav has no samples");
+    assert!(
+        hello == speech,
+        "hello.wav differs from /v1/audio/speech's answer"
+    );
+    srv.shutdown().await.unwrap();
 }
