@@ -93,6 +93,63 @@ impl Context {
         })
     }
 
+    /// [`Context::conv_2d_dw_direct`] on channels-fastest data: kernel `a` `[KW, KH, 1, C]`
+    /// (contiguous F32 or F16, as stored) over data `b` `[C, W, H, N]` (contiguous F32, channels
+    /// fastest); the result is F32 `[C, OW, OH, N]`, contiguous, with the same values.
+    ///
+    /// why: ggml's CPU kernel for this layout runs SIMD across the channels (the layout the
+    /// kernel above takes is computed one output element at a time), and a channels-fastest
+    /// tensor is what a pointwise convolution as a plain `mul_mat` reads and writes. Both
+    /// kernels sum the taps of an output in the same order (rows, then columns, skipping
+    /// out-of-range ones) with one multiply-add per tap, so the results are the same bits.
+    pub fn conv_2d_dw_direct_cwhn<'a>(
+        &'a self,
+        a: Tensor<'a>,
+        b: Tensor<'a>,
+        stride: [i64; 2],
+        padding: [i64; 2],
+        dilation: [i64; 2],
+    ) -> Result<Tensor<'a>> {
+        const OP: &str = "conv_2d_dw_direct_cwhn";
+        expect_type(OP, "kernel", a, F32_F16)?;
+        expect_type(OP, "data", b, F32_ONLY)?;
+        expect_contiguous(OP, "kernel", a)?;
+        expect_contiguous(OP, "data", b)?;
+        check_params(OP, stride, padding, dilation)?;
+        let (na, nb) = (a.ne(), b.ne());
+        if na[2] != 1 || na[3] != nb[0] || nb[0] < 2 {
+            return Err(GgmlError::shape(
+                OP,
+                format!(
+                    "kernel {} must be [KW, KH, 1, C] for data {} ([C, W, H, N], C >= 2)",
+                    fmt_ne(na),
+                    fmt_ne(nb)
+                ),
+            ));
+        }
+        // The kernel as ggml's channels-fastest kernel expects it: memory [C, KW, KH] seen as
+        // [KW, KH, 1, C] whose unit dimension has the smallest stride (its assert).
+        let k = self.cont(self.permute(a, [2, 3, 0, 1])?)?; // [1, C, KW, KH]
+        let k = self.permute(k, [2, 3, 0, 1])?; // [KW, KH, 1, C], strides [C, C*KW, 1, 1]
+                                                // The data seen as [W, H, C, N] with the channels contiguous.
+        let x = self.permute(b, [2, 0, 1, 3])?;
+        let dims = [nb[1], nb[2], nb[0], nb[3]];
+        let (ow, oh) = out_size(OP, na, dims, stride, padding, dilation)?;
+        check_new_shape(OP, GgmlType::F32, &[ow, oh, nb[0], nb[3]])?;
+        let [s0, s1] = stride.map(|v| v as i32);
+        let [p0, p1] = padding.map(|v| v as i32);
+        let [d0, d1] = dilation.map(|v| v as i32);
+        // SAFETY: `k` and `x` are live; `k.ne[2] == 1` and `k.ne[3] == x.ne[2]` (ggml's
+        // asserts); `x` is contiguous in its channels (`nb[2]` the element size, `nb[0]` and
+        // `nb[1]` larger, as C >= 2) and `k`'s strides satisfy the channels-fastest kernel's
+        // assert (`nb[0] >= nb[2]`, `nb[1] >= nb[0]`); both are F32.
+        let r = self.build(|ctx| unsafe {
+            sys::ggml_conv_2d_dw_direct(ctx, k.as_ptr(), x.as_ptr(), s0, s1, p0, p1, d0, d1)
+        })?;
+        // ggml lays the result out like the data: [OW, OH, C, N] with the channels fastest.
+        self.permute(r, [1, 2, 0, 3])
+    }
+
     /// 2-d convolution computed by the direct kernel (patches in the kernel's type, so F32
     /// throughout for an F32 kernel): kernel `a` `[KW, KH, IC, OC]` (contiguous F32 or F16) over
     /// data `b` `[W, H, IC, N]` (F32, any strides); the result is F32 `[OW, OH, OC, N]`.
