@@ -33,7 +33,10 @@
 //!   share of time some runnable task waited for a core). `--load-core` adds a child process
 //!   busy on one core for the whole run.
 
+#[path = "../common/mod.rs"]
 mod common;
+mod encoder;
+mod floor;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -90,6 +93,15 @@ struct Args {
     /// Skip the llama.cpp comparison.
     #[arg(long)]
     no_llama: bool,
+    /// Seconds of the question the encoder figure encodes (the issue's: 10).
+    #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
+    encoder_seconds: f64,
+    /// Timed repetitions of the encoder figure.
+    #[arg(long, default_value_t = 5, value_parser = value_parser!(u32).range(1..=100))]
+    encoder_reps: u32,
+    /// Only the encoder figure and the bandwidth floor (no conversation, no llama.cpp).
+    #[arg(long)]
+    encoder_only: bool,
     /// Where the package is cached (default: `$XDG_CACHE_HOME/lfm2-engine/...`).
     #[arg(long)]
     package_dir: Option<PathBuf>,
@@ -358,6 +370,9 @@ struct Turn {
     frame_backbone: Option<f64>,
     frame_depth: Option<f64>,
     detok: Option<f64>,
+    /// Text steps and audio frames of the reply.
+    text_steps: usize,
+    frames: usize,
     generate: f64,
     audio_secs: f64,
     steps: usize,
@@ -402,6 +417,8 @@ impl Turn {
             frame_backbone: median(&secs(&st.frame_backbone)),
             frame_depth: median(&secs(&st.depthformer)),
             detok: median(&secs(&st.detokenizer)),
+            text_steps: st.text.len(),
+            frames: st.frame_backbone.len(),
             generate: t.generate.as_secs_f64(),
             audio_secs,
             steps: r.reply.steps.len(),
@@ -765,6 +782,7 @@ fn main() -> Result<()> {
     }
     let paths = complete(&dir, a.quant).context("the package is incomplete")?;
     let backbone = paths.backbone.clone();
+    let step_bytes = floor::step_bytes(&paths)?;
     let machine = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -820,6 +838,9 @@ fn main() -> Result<()> {
         mib(rss_model),
         mib(rss0)
     );
+    if a.encoder_only {
+        return encoder_and_floor(&a, &model, step_bytes, None);
+    }
     let questions: Vec<Vec<u8>> = (0..a.turns as usize)
         .map(|t| question_wav(t, a.question_seconds))
         .collect();
@@ -1166,6 +1187,25 @@ fn main() -> Result<()> {
         loadavg().unwrap_or(f64::NAN)
     );
 
+    let steady = |f: fn(&Turn) -> Option<f64>| {
+        median(
+            &(0..n_turns)
+                .filter_map(|t| med_of(&samples(t), f))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let measured = StepMix {
+        text_step: steady(|x| x.text_step),
+        frame: steady(|x| x.frame),
+        rtf,
+        text_steps: t1[0].text_steps as f64,
+        frames: t1[0].frames as f64,
+        audio_s: t1[0].audio_secs,
+    };
+    // why last: the encoder's 10 s graph and the bandwidth probe's 1 GiB buffer would otherwise
+    // count in the conversation's peak RSS.
+    encoder_and_floor(&a, &model, step_bytes, Some(measured))?;
+
     if a.json {
         let v = json!({
             "quant": a.quant.to_string(), "turns": a.turns, "threads": a.threads, "frame_threads": a.frame_threads,
@@ -1179,5 +1219,50 @@ fn main() -> Result<()> {
     if !identical {
         bail!("outputs differed between rounds or sessions");
     }
+    Ok(())
+}
+
+/// The conversation's medians the floor is compared with, and its step mix.
+struct StepMix {
+    text_step: Option<f64>,
+    frame: Option<f64>,
+    rtf: Option<f64>,
+    text_steps: f64,
+    frames: f64,
+    audio_s: f64,
+}
+
+/// liquid-audio 1.3.0's 10 s encode on this machine kind, as issue #12 quotes it (fp32, 2
+/// threads). Not measured by this program (it has no PyTorch); printed as a quoted reference.
+const LIQUID_AUDIO_ENCODE_10S: f64 = 0.31;
+
+/// The encoder figure and the measured bandwidth floor (with the conversation's figures beside
+/// it when there was one).
+fn encoder_and_floor(
+    a: &Args,
+    model: &Lfm2Audio,
+    bytes: floor::StepBytes,
+    measured: Option<StepMix>,
+) -> Result<()> {
+    println!();
+    let f = encoder::measure(
+        model,
+        &question_wav(0, a.encoder_seconds),
+        a.encoder_reps as usize,
+    )?;
+    encoder::print(&f, LIQUID_AUDIO_ENCODE_10S);
+    println!();
+    let fl = floor::Floor {
+        bandwidth: floor::read_bandwidth(a.threads as usize, 5),
+        bytes,
+    };
+    // The protocol's mix when no conversation ran: 6 text steps and 12 frames per 0.96 s.
+    let mix = measured
+        .as_ref()
+        .map_or((6.0, 12.0, 0.96), |m| (m.text_steps, m.frames, m.audio_s));
+    let m = measured
+        .as_ref()
+        .and_then(|m| Some((m.text_step?, m.frame?, m.rtf?)));
+    floor::print(&fl, m, mix);
     Ok(())
 }
