@@ -21,7 +21,8 @@ use audio_engine::lfm2_audio::{
     TtsOptions, Voice, QUESTION_ID, RETURN_CODES,
 };
 
-use crate::audio_io::{b64, read_allowed, unb64, wav16, wav_from};
+use crate::artifact_limits::ArtifactTally;
+use crate::audio_io::{b64, read_allowed_checked, unb64, unb64_len, wav16, wav_from};
 use crate::error::ApiError;
 use crate::pool::fnv1a;
 use crate::work::{self, Job, Msg, Outcome};
@@ -131,11 +132,24 @@ pub fn artifact_json(a: &Artifact) -> Value {
     json!({"id": a.id, "kind": a.kind.name(), "payload": b64(&a.payload), "meta": string_meta(&a.meta)})
 }
 
-/// Converts the request's artifacts for the engine.
+/// The count and decoded payload bytes `list` declares, from the JSON alone (a server-side
+/// file counts when it is opened).
+pub fn declared_artifacts(list: &[ArtifactIn]) -> ArtifactTally {
+    let mut t = ArtifactTally::default();
+    for a in list {
+        t.add(a.payload.as_deref().map_or(0, unb64_len));
+    }
+    t
+}
+
+/// Converts the request's artifacts for the engine, after checking their count and decoded
+/// sizes against the engine's limits (see [`crate::artifact_limits`]) before any is decoded.
 pub fn artifacts_in(
     list: &[ArtifactIn],
     audio_dir: Option<&std::path::Path>,
 ) -> Result<Vec<Artifact>, ApiError> {
+    let mut tally = declared_artifacts(list);
+    tally.check()?;
     list.iter()
         .enumerate()
         .map(|(i, a)| {
@@ -156,7 +170,12 @@ pub fn artifacts_in(
             let payload = match (&a.payload, &a.path) {
                 (Some(p), None) => unb64(p)
                     .ok_or_else(|| ApiError::invalid(format!("{what}: payload is not base64")))?,
-                (None, Some(p)) => read_allowed(p, audio_dir, &what)?,
+                (None, Some(p)) => {
+                    let bytes =
+                        read_allowed_checked(p, audio_dir, &what, |len| tally.check_file(len))?;
+                    tally.bytes = tally.bytes.saturating_add(bytes.len());
+                    bytes
+                }
                 _ => {
                     return Err(ApiError::invalid(format!(
                         "{what}: give exactly one of `payload` (base64) and `path`"
@@ -286,8 +305,9 @@ pub fn prepare_for(
             let audio = nonempty(&r.audio).ok_or_else(|| {
                 ApiError::invalid("`audio` (the question, a base64 WAV) is required")
             })?;
-            let question = wav_from(audio, dir, "`audio`")?;
+            // why: the artifacts' limits are checked before anything is decoded.
             let history = artifacts_in(&r.artifacts, dir)?;
+            let question = wav_from(audio, dir, "`audio`")?;
             let first = history
                 .iter()
                 .find(|a| a.id == QUESTION_ID)
