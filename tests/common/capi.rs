@@ -53,6 +53,11 @@ extern "C" {
         rate: c_int,
         channels: c_int,
     ) -> c_int;
+    pub fn audiocpp_request_set_option(
+        r: *mut Opaque,
+        key: *const c_char,
+        value: *const c_char,
+    ) -> c_int;
     pub fn audiocpp_request_add_artifact(
         r: *mut Opaque,
         kind: c_int,
@@ -65,6 +70,8 @@ extern "C" {
 }
 
 pub const INVALID_ARGUMENT: c_int = 1;
+/// `AUDIOCPP_ERR_OUT_OF_MEMORY`.
+pub const OUT_OF_MEMORY: c_int = 5;
 /// `AUDIOCPP_ARTIFACT_CUSTOM`.
 pub const ARTIFACT_CUSTOM: c_int = 8;
 
