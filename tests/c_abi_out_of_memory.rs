@@ -1,6 +1,6 @@
 //! Out of memory through the C ABI: an ASR run whose decode cache cannot be mapped returns
 //! AUDIOCPP_ERR_OUT_OF_MEMORY with `audiocpp_last_error` naming the cache and its size, and the
-//! session runs the next request as before.
+//! session runs the next request as before (the same transcript).
 //!
 //! As `audio-engine/tests/out_of_memory.rs` does for the Rust API, a child process (this test
 //! binary again) lowers its own address-space limit (`RLIMIT_AS`) once the model is loaded and
@@ -10,7 +10,7 @@
 
 mod common;
 
-use std::ffi::{c_int, CString};
+use std::ffi::{c_int, CStr, CString};
 use std::process::Command;
 use std::ptr::{null, null_mut};
 
@@ -48,7 +48,8 @@ fn set_address_space_limit(soft: libc::rlim_t) -> libc::rlim_t {
     old
 }
 
-/// One ASR run of half a second of audio with `max_tokens`; the status and the message.
+/// One ASR run of half a second of audio with `max_tokens`: the status and the transcript, or
+/// the message when it failed.
 ///
 /// # Safety
 /// `session` is a live offline ASR session.
@@ -70,8 +71,11 @@ unsafe fn asr(session: *mut Opaque, max_tokens: usize) -> (c_int, String) {
         );
         let mut res = null_mut();
         let st = audiocpp_session_run(session, r, &mut res);
-        let msg = last_error();
+        let mut msg = last_error();
         if st == 0 {
+            let (mut text, mut language) = (null(), null());
+            assert_eq!(audiocpp_result_text(res, &mut text, &mut language), 0);
+            msg = CStr::from_ptr(text).to_string_lossy().into_owned();
             audiocpp_result_free(res);
         }
         audiocpp_request_free(r);
@@ -104,8 +108,8 @@ fn c_out_of_memory_child() {
             last_error()
         );
         // A first run sizes what every run allocates besides the cache.
-        let (st, msg) = asr(session, 4);
-        assert_eq!(st, 0, "{msg}");
+        let (st, reference) = asr(session, 4);
+        assert_eq!(st, 0, "{reference}");
 
         let used = address_space_bytes();
         let original = set_address_space_limit(used + MARGIN);
@@ -117,12 +121,15 @@ fn c_out_of_memory_child() {
             msg.contains("decode cache") && msg.contains("bytes") && msg.contains("positions"),
             "{msg}"
         );
-        let (st, msg) = asr(session, 4);
-        assert_eq!(st, 0, "a small run under the limit: {msg}");
+        // The session answers as before the failure: under the limit, and once it is lifted.
+        let (st, text) = asr(session, 4);
+        assert_eq!(st, 0, "a small run under the limit: {text}");
+        assert_eq!(text, reference);
         println!("@@ under the limit: ok");
         set_address_space_limit(original);
-        let (st, msg) = asr(session, 4);
-        assert_eq!(st, 0, "a run after the limit is lifted: {msg}");
+        let (st, text) = asr(session, 4);
+        assert_eq!(st, 0, "a run after the limit is lifted: {text}");
+        assert_eq!(text, reference);
         println!("@@ lifted: ok");
 
         audiocpp_session_free(session);

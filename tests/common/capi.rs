@@ -67,6 +67,11 @@ extern "C" {
         out_index: *mut usize,
     ) -> c_int;
     pub fn audiocpp_result_free(result: *mut Opaque);
+    pub fn audiocpp_result_text(
+        result: *const Opaque,
+        out_text: *mut *const c_char,
+        out_language: *mut *const c_char,
+    ) -> c_int;
 }
 
 pub const INVALID_ARGUMENT: c_int = 1;
