@@ -723,3 +723,51 @@ pub fn check_body(task: &str, body: &[u8], limit: usize) -> Result<(), ApiError>
     let b: TaskBody = parse_json(Ok(Bytes::copy_from_slice(body)))?;
     prepare_for(task, "en", limit, None, &HeaderMap::new(), b.request).map(|_| ())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use audio_engine::lfm2_audio::limits::MAX_ARTIFACT_BYTES;
+
+    fn artifact(payload: Option<&str>, path: Option<&str>) -> ArtifactIn {
+        ArtifactIn {
+            id: QUESTION_ID.into(),
+            kind: "custom".into(),
+            payload: payload.map(str::to_owned),
+            path: path.map(str::to_owned),
+            meta: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn a_server_side_artifact_past_the_byte_limit_is_refused_before_it_is_read() {
+        let dir = std::env::temp_dir().join(format!("serve-artifact-limit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dir = dir.canonicalize().unwrap();
+        // why: a sparse file, so one past the limit costs no disk and reading it would show as
+        // a 256 MiB allocation instead of the refusal.
+        let big = dir.join("big.bin");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_ARTIFACT_BYTES as u64 + 1)
+            .unwrap();
+        std::fs::write(dir.join("small.bin"), [1u8, 2, 3]).unwrap();
+
+        let e = artifacts_in(&[artifact(None, Some("big.bin"))], Some(&dir)).unwrap_err();
+        assert_eq!(e.status.as_u16(), 400);
+        assert!(e.message.contains("MAX_ARTIFACT_BYTES"), "{}", e.message);
+
+        // The files count with the base64 payloads before them.
+        let payload = b64(&[0u8; 6]);
+        let ok = artifacts_in(
+            &[
+                artifact(Some(&payload), None),
+                artifact(None, Some("small.bin")),
+            ],
+            Some(&dir),
+        )
+        .unwrap();
+        assert_eq!(ok[1].payload, [1, 2, 3]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
