@@ -33,6 +33,9 @@ pub enum FailureKind {
     Invalid,
     /// The model files could not be loaded.
     Load,
+    /// Memory for the request could not be had (the decode cache's mapping, a ggml buffer);
+    /// the model and session stay usable.
+    OutOfMemory,
     /// The engine failed.
     Runtime,
 }
@@ -60,6 +63,8 @@ fn failure(e: EngineError) -> Failure {
         FailureKind::Invalid
     } else if matches!(e, EngineError::Load(_) | EngineError::Tokenizer(_)) {
         FailureKind::Load
+    } else if e.is_out_of_memory() {
+        FailureKind::OutOfMemory
     } else {
         FailureKind::Runtime
     };

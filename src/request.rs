@@ -3,7 +3,15 @@
 
 use std::collections::BTreeMap;
 
+use audio_engine::lfm2_audio::limits;
+
 use crate::status::{AbiError, AbiResult};
+
+/// Most samples (all channels together) one PCM argument may carry: 1 073 741 760, 18.6 hours
+/// of 16 kHz mono. The engine reads audio as a 32-bit float WAV, whose RIFF and data chunk
+/// sizes are 32-bit fields; 256 bytes are left for the header. Audio over this could never
+/// run, so it is refused before its samples are copied.
+pub const MAX_AUDIO_SAMPLES: usize = (u32::MAX as usize - 256) / std::mem::size_of::<f32>();
 
 /// Interleaved float PCM.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +37,8 @@ impl Pcm {
 }
 
 /// Checks a PCM description before its samples are read: rate and channels positive, and
-/// `frames * channels` representable. Returns the sample count.
+/// `frames * channels` representable and at most [`MAX_AUDIO_SAMPLES`]. Returns the sample
+/// count.
 pub fn pcm_len(frames: usize, rate: i32, channels: i32, what: &str) -> AbiResult<usize> {
     if rate <= 0 {
         return Err(AbiError::invalid(format!(
@@ -41,11 +50,19 @@ pub fn pcm_len(frames: usize, rate: i32, channels: i32, what: &str) -> AbiResult
             "{what}: channels must be > 0, got {channels}"
         )));
     }
-    frames.checked_mul(channels as usize).ok_or_else(|| {
+    let samples = frames.checked_mul(channels as usize).ok_or_else(|| {
         AbiError::invalid(format!(
             "{what}: frames ({frames}) x channels ({channels}) overflows"
         ))
-    })
+    })?;
+    if samples > MAX_AUDIO_SAMPLES {
+        return Err(AbiError::invalid(format!(
+            "{what}: {frames} frames x {channels} channels are {samples} samples, over the \
+             limit of {MAX_AUDIO_SAMPLES} (MAX_AUDIO_SAMPLES: the engine reads audio as a WAV, \
+             whose sizes are 32-bit); nothing was copied"
+        )));
+    }
+    Ok(samples)
 }
 
 /// An input artifact as the caller added it.
@@ -127,13 +144,31 @@ impl Request {
         self.text_language = language.to_owned();
     }
 
-    /// `audiocpp_request_add_artifact`; returns the index.
-    pub fn add_artifact(&mut self, kind: i32, id: &str, payload: Vec<u8>) -> AbiResult<usize> {
+    /// Checks an artifact of `kind` with `payload_bytes` bytes against the request before its
+    /// payload is copied: a known kind, and the request within the engine's
+    /// [`MAX_ARTIFACTS`](limits::MAX_ARTIFACTS) and [`MAX_ARTIFACT_BYTES`](limits::MAX_ARTIFACT_BYTES)
+    /// once it is added. Reads only lengths.
+    pub fn admit_artifact(&self, kind: i32, payload_bytes: usize) -> AbiResult<()> {
         if !(0..ARTIFACT_KINDS.len() as i32).contains(&kind) {
             return Err(AbiError::invalid(format!(
                 "artifact kind {kind} is not an audiocpp_artifact_kind (0..=8)"
             )));
         }
+        let refused = |e: audio_engine::lfm2_audio::EngineError| {
+            AbiError::invalid(format!("{e}; the artifact was not added"))
+        };
+        limits::check_artifact_count(self.artifacts.len().saturating_add(1)).map_err(refused)?;
+        let held = self
+            .artifacts
+            .iter()
+            .fold(0usize, |n, a| n.saturating_add(a.payload.len()));
+        limits::check_artifact_bytes(held.saturating_add(payload_bytes)).map_err(refused)
+    }
+
+    /// `audiocpp_request_add_artifact`; returns the index. Checked as
+    /// [`Request::admit_artifact`] (the C entry point checks before copying the payload).
+    pub fn add_artifact(&mut self, kind: i32, id: &str, payload: Vec<u8>) -> AbiResult<usize> {
+        self.admit_artifact(kind, payload.len())?;
         self.artifacts
             .try_reserve(1)
             .map_err(|_| AbiError::out_of_memory("an artifact"))?;
@@ -158,5 +193,59 @@ impl Request {
             None => a.meta.push((key.to_owned(), value.to_owned())),
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use audio_engine::lfm2_audio::limits::{MAX_ARTIFACTS, MAX_ARTIFACT_BYTES};
+
+    #[test]
+    fn artifacts_are_admitted_up_to_the_engine_limits_and_refused_past_them() {
+        let mut r = Request::default();
+        assert!(r.admit_artifact(KIND_CUSTOM, MAX_ARTIFACT_BYTES).is_ok());
+        let e = r
+            .admit_artifact(KIND_CUSTOM, MAX_ARTIFACT_BYTES + 1)
+            .unwrap_err();
+        assert_eq!(e.status, crate::status::Status::InvalidArgument);
+        assert!(e.message.contains("MAX_ARTIFACT_BYTES"), "{}", e.message);
+        assert!(r.admit_artifact(KIND_CUSTOM, usize::MAX).is_err());
+
+        // The total counts what the request already holds.
+        r.add_artifact(KIND_CUSTOM, "a", vec![1; 8]).unwrap();
+        assert!(r
+            .admit_artifact(KIND_CUSTOM, MAX_ARTIFACT_BYTES - 8)
+            .is_ok());
+        let e = r
+            .admit_artifact(KIND_CUSTOM, MAX_ARTIFACT_BYTES - 7)
+            .unwrap_err();
+        assert!(e.message.contains("MAX_ARTIFACT_BYTES"), "{}", e.message);
+
+        while r.artifacts.len() < MAX_ARTIFACTS {
+            r.add_artifact(KIND_CUSTOM, "a", Vec::new()).unwrap();
+        }
+        let before = r.clone();
+        let e = r.add_artifact(KIND_CUSTOM, "a", Vec::new()).unwrap_err();
+        assert!(e.message.contains("MAX_ARTIFACTS"), "{}", e.message);
+        assert_eq!(r, before, "a refused artifact leaves the request unchanged");
+
+        let e = Request::default().admit_artifact(9, 0).unwrap_err();
+        assert!(e.message.contains("artifact kind 9"), "{}", e.message);
+    }
+
+    #[test]
+    fn pcm_descriptions_past_the_wav_limit_are_refused_from_their_lengths() {
+        assert_eq!(
+            pcm_len(MAX_AUDIO_SAMPLES, 16_000, 1, "audio").unwrap(),
+            MAX_AUDIO_SAMPLES
+        );
+        let e = pcm_len(MAX_AUDIO_SAMPLES + 1, 16_000, 1, "audio").unwrap_err();
+        assert!(e.message.contains("MAX_AUDIO_SAMPLES"), "{}", e.message);
+        let e = pcm_len(MAX_AUDIO_SAMPLES / 2 + 1, 16_000, 2, "audio").unwrap_err();
+        assert!(e.message.contains("MAX_AUDIO_SAMPLES"), "{}", e.message);
+        // The largest WAV the engine is handed still has 32-bit sizes.
+        let wav_bytes = MAX_AUDIO_SAMPLES * 4 + 256;
+        assert!(u32::try_from(wav_bytes).is_ok());
     }
 }

@@ -90,6 +90,7 @@ fn abi(f: Failure) -> AbiError {
     let status = match f.kind {
         FailureKind::Invalid => Status::InvalidArgument,
         FailureKind::Load => Status::LoadFailed,
+        FailureKind::OutOfMemory => Status::OutOfMemory,
         FailureKind::Runtime => Status::Runtime,
     };
     AbiError::new(status, f.message)

@@ -1,6 +1,6 @@
 //! The error envelope: `{"error":{"message":"...","type":"..."}}` with the status codes of
 //! audio.cpp's server (400 invalid request and capacity, 404 unknown model or route, 413 body
-//! too large, 503 busy, 500 anything else).
+//! too large, 503 busy or out of memory, 500 anything else).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -105,6 +105,10 @@ impl From<EngineError> for ApiError {
         // CapacityError is.
         if e.is_invalid_request() || e.is_capacity() {
             ApiError::invalid(e.chain())
+        } else if e.is_out_of_memory() {
+            // why: nothing of the request is kept and the model stays usable, so this is the
+            // server's momentary state, for the client to retry, not an engine fault.
+            ApiError::busy(e.chain())
         } else {
             ApiError::internal(e.chain())
         }

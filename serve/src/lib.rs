@@ -11,6 +11,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod artifact_limits;
 pub mod audio_io;
 pub mod config;
 pub mod error;

@@ -25,7 +25,8 @@ use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, AsrOptions, ReplyEvent, S2sOptions, S2sRequest, TtsOptions, QUESTION_ID,
 };
 
-use crate::audio_io::{b64, pcm16, unb64, wav16, wav_from};
+use crate::artifact_limits::ArtifactTally;
+use crate::audio_io::{b64, pcm16, unb64, unb64_len, wav16, wav_from};
 use crate::error::ApiError;
 use crate::tasks::{
     artifact_json, artifacts_in, body_stream, conversation_key, max_tokens, parse_json,
@@ -568,12 +569,49 @@ fn chat_output(b: &ChatBody) -> Result<(bool, String), ApiError> {
     Ok((want_audio, audio_format))
 }
 
+/// Decoded bytes of a user message's `input_audio` data, from the base64 lengths alone.
+fn declared_audio_bytes(m: &ChatMessage) -> usize {
+    let Some(Value::Array(parts)) = &m.content else {
+        return 0;
+    };
+    parts
+        .iter()
+        .filter_map(|p| p.get("input_audio")?.get("data")?.as_str())
+        .fold(0usize, |n, d| n.saturating_add(unb64_len(d)))
+}
+
+/// The artifacts the earlier turns of `messages` become (each assistant message: the user
+/// question before it and its reply), counted from the JSON before anything is decoded.
+fn declared_history(messages: &[ChatMessage]) -> ArtifactTally {
+    let mut t = ArtifactTally::default();
+    let mut question = 0;
+    for m in messages {
+        match m.role.as_str() {
+            "user" => question = declared_audio_bytes(m),
+            "assistant" => {
+                t.add(std::mem::take(&mut question));
+                let reply = m.lfm2_audio_reply.as_ref();
+                t.add(
+                    reply
+                        .and_then(|r| r.payload.as_deref())
+                        .map_or(0, unb64_len),
+                );
+            }
+            _ => {}
+        }
+    }
+    t
+}
+
 /// A chat body's system prompt, earlier turns (as artifacts) and new question (WAV bytes).
 type Conversation = (Option<String>, Vec<Artifact>, Vec<u8>);
 
 /// The conversation of a chat body: the system prompt, the earlier turns as artifacts and the
 /// new question's WAV bytes.
 fn chat_conversation(b: &ChatBody) -> Result<Conversation, ApiError> {
+    // why: the engine's artifact limits, before any turn is decoded (see
+    // crate::artifact_limits).
+    declared_history(&b.messages).check()?;
     // The conversation: [system] (user assistant)* user.
     let mut system = None;
     let mut history = Vec::new();

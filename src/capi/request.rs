@@ -97,7 +97,8 @@ pub unsafe extern "C" fn audiocpp_request_set_text_language(
     }
 }
 
-/// Sets the audio.
+/// Sets the audio. A description the engine could never read (see `crate::request::pcm_len`:
+/// more than `MAX_AUDIO_SAMPLES` samples) is INVALID_ARGUMENT before any sample is read.
 ///
 /// # Safety
 /// See `crate::ptr` for the pointer contract.
@@ -315,7 +316,9 @@ pub unsafe extern "C" fn audiocpp_request_set_option_array(
     }
 }
 
-/// Appends an input artifact.
+/// Appends an input artifact. A kind that is not an `audiocpp_artifact_kind`, a 4097th artifact
+/// (`MAX_ARTIFACTS`) or payloads over 256 MiB together (`MAX_ARTIFACT_BYTES`) are
+/// INVALID_ARGUMENT from the lengths alone: the payload is not read and the request is unchanged.
 ///
 /// # Safety
 /// See `crate::ptr` for the pointer contract.
@@ -333,6 +336,9 @@ pub unsafe extern "C" fn audiocpp_request_add_artifact(
     unsafe {
         with_request(request, |r| {
             let id = ptr::str_arg(id, "id")?;
+            // why: the limits are checked from the length alone, so a length past them is
+            // refused without reading (or allocating for) the caller's buffer.
+            r.admit_artifact(kind, payload_bytes)?;
             let bytes = ptr::copy_bytes(payload, payload_bytes, "payload")?;
             let i = r.add_artifact(kind, id, bytes)?;
             ptr::write(out_index, i);

@@ -834,8 +834,9 @@ static void case_errors(const char * damaged, const char * empty_dir) {
            "channels");
     EXPECT(audiocpp_request_set_audio(req, &one, (size_t) -1, 16000, 2),
            AUDIOCPP_ERR_INVALID_ARGUMENT, "overflows");
+    /* Audio no WAV can hold is refused from its length, before a sample is read. */
     EXPECT(audiocpp_request_set_audio(req, &one, (size_t) 1 << 60, 16000, 1),
-           AUDIOCPP_ERR_OUT_OF_MEMORY, "out of memory");
+           AUDIOCPP_ERR_INVALID_ARGUMENT, "MAX_AUDIO_SAMPLES");
     EXPECT(audiocpp_request_set_text(req, NULL, NULL), AUDIOCPP_ERR_INVALID_ARGUMENT,
            "text is NULL");
     const char * with_null[2] = { "a", NULL };
@@ -843,6 +844,9 @@ static void case_errors(const char * damaged, const char * empty_dir) {
            AUDIOCPP_ERR_INVALID_ARGUMENT, "values[1] is NULL");
     EXPECT(audiocpp_request_set_option_array(req, "words", NULL, 1),
            AUDIOCPP_ERR_INVALID_ARGUMENT, "values is NULL");
+    /* A count that cannot be allocated is refused before the array is read. */
+    EXPECT(audiocpp_request_set_option_array(req, "words", with_null, (size_t) 1 << 60),
+           AUDIOCPP_ERR_OUT_OF_MEMORY, "out of memory");
     EXPECT(audiocpp_request_add_artifact(req, (audiocpp_artifact_kind) 42, "x", NULL, 0, NULL),
            AUDIOCPP_ERR_INVALID_ARGUMENT, "artifact kind 42");
     EXPECT(audiocpp_request_add_artifact(req, AUDIOCPP_ARTIFACT_CUSTOM, "x", NULL, 5, NULL),

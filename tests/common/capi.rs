@@ -53,6 +53,11 @@ extern "C" {
         rate: c_int,
         channels: c_int,
     ) -> c_int;
+    pub fn audiocpp_request_set_option(
+        r: *mut Opaque,
+        key: *const c_char,
+        value: *const c_char,
+    ) -> c_int;
     pub fn audiocpp_request_add_artifact(
         r: *mut Opaque,
         kind: c_int,
@@ -62,9 +67,16 @@ extern "C" {
         out_index: *mut usize,
     ) -> c_int;
     pub fn audiocpp_result_free(result: *mut Opaque);
+    pub fn audiocpp_result_text(
+        result: *const Opaque,
+        out_text: *mut *const c_char,
+        out_language: *mut *const c_char,
+    ) -> c_int;
 }
 
 pub const INVALID_ARGUMENT: c_int = 1;
+/// `AUDIOCPP_ERR_OUT_OF_MEMORY`.
+pub const OUT_OF_MEMORY: c_int = 5;
 /// `AUDIOCPP_ARTIFACT_CUSTOM`.
 pub const ARTIFACT_CUSTOM: c_int = 8;
 

@@ -191,6 +191,19 @@ pub enum GgmlError {
 }
 
 impl GgmlError {
+    /// Whether ggml (or this layer for it) could not allocate memory: an allocation that
+    /// failed, or a computation whose backend could not allocate its work memory.
+    pub fn is_out_of_memory(&self) -> bool {
+        matches!(
+            self,
+            GgmlError::AllocationFailed { .. }
+                | GgmlError::ComputeFailed {
+                    status: ComputeStatus::AllocFailed,
+                    ..
+                }
+        )
+    }
+
     pub(crate) fn shape(op: &'static str, detail: impl Into<String>) -> Self {
         GgmlError::ShapeMismatch {
             op,

@@ -3,6 +3,13 @@
 //!
 //! Used for decode caches (wrapped as a ggml CPU buffer through [`HostMemory`]) and for measuring
 //! residency ([`resident_bytes`]), e.g. of libllama's lazily zeroed recurrent-state buffer.
+//!
+//! `MAP_NORESERVE` makes [`LazyZeroed::new`] fail only for address space (or under strict
+//! overcommit, `vm.overcommit_memory = 2`, which ignores the flag and accounts the whole
+//! length), as an `io::Error` (`ENOMEM`). Memory itself is taken page by page on first write:
+//! a write that finds none is handled by the kernel as for any anonymous page (reclaim, swap,
+//! the OOM killer), not reported here. The LFM2-Audio engine's policy for that is in
+//! `lfm2_audio::limits` ("Out of memory").
 
 use crate::ggml::HostMemory;
 use std::io;

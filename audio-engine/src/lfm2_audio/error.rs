@@ -95,6 +95,22 @@ impl EngineError {
         matches!(self, EngineError::Capacity(_))
     }
 
+    /// Whether the engine could not get memory for the request: the decode cache's mapping
+    /// ([`BackboneError::CacheMemory`], which names the bytes and positions) or a ggml
+    /// allocation that reported its failure. Nothing of the request is kept, so the same
+    /// model and session take the next request as before; it may succeed once memory is
+    /// available (a smaller `max_new_tokens` needs a smaller cache). The policy, and the
+    /// allocations that are not reported but abort, are in [`limits`](crate::lfm2_audio::limits)
+    /// ("Out of memory").
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            EngineError::Backbone(b) | EngineError::Detokenizer(DetokenizerError::Backbone(b)) => {
+                b.is_out_of_memory()
+            }
+            other => other.ggml_error().is_some_and(GgmlError::is_out_of_memory),
+        }
+    }
+
     /// The ggml layer's error when that is what a stage failed with (a graph refused, a compute
     /// that failed, a model file that changed under the loaded model).
     pub fn ggml_error(&self) -> Option<&GgmlError> {

@@ -9,12 +9,47 @@
 //! | a conversation's steps (prompt + `max_tokens`) | [`CONVERSATION_LIMIT`] (8192) | `session::conversation::history` | each reply's `steps` meta before any payload is read, then after each question is encoded | [`EngineError::Capacity`] |
 //! | text of one TTS request | [`MAX_TTS_TEXT_BYTES`] | here | [`check_tts_text`], before the text is split or tokenized | [`EngineError::Capacity`] |
 //! | a system prompt (ASR, S2S, sessions) | [`MAX_SYSTEM_PROMPT_BYTES`] | here | [`check_system_prompt`], before it is tokenized | [`EngineError::Capacity`] |
-//! | artifacts of one request | [`MAX_ARTIFACTS`] | here | [`check_artifact_limits`] (from [`check_artifacts`](super::conversation::check_artifacts)), before any artifact is read | [`EngineError::Capacity`] |
-//! | payload bytes of a request's artifacts, together | [`MAX_ARTIFACT_BYTES`] | here | as above | [`EngineError::Capacity`] |
+//! | artifacts of one request | [`MAX_ARTIFACTS`] | here | [`check_artifact_limits`] (from [`check_artifacts`](super::conversation::check_artifacts)), before any artifact is read; [`check_artifact_count`] by the protocol layers before any is copied or decoded | [`EngineError::Capacity`] |
+//! | payload bytes of a request's artifacts, together | [`MAX_ARTIFACT_BYTES`] | here | as above; [`check_artifact_bytes`] by the protocol layers with the lengths they are given, before copying or decoding | [`EngineError::Capacity`] |
 //!
 //! Every message past a limit names the limit (its constant's name and value), what the request
 //! had, and what to do instead. Protocol layers (the C ABI, the HTTP server) refuse the same
 //! sizes as early as they can with these constants; the engine's checks hold whatever they do.
+//!
+//! # Out of memory
+//!
+//! The one allocation of a request that grows with its budget is the backbone's decode cache:
+//! K/V rows for prompt + `max_new_tokens` positions (rounded up to whole blocks of 256), up to
+//! [`ModelOptions::context`](super::ModelOptions::context) (default 8192: 24 KiB a position,
+//! 192 MiB, for a backbone of 6 attention layers with 8 KV heads of 64; 8 MiB on the tiny test
+//! package). It is made whole, before any graph of
+//! the reply runs, as an anonymous `MAP_NORESERVE` mapping. When that mapping cannot be made
+//! (an address-space limit such as `RLIMIT_AS`, `vm.overcommit_memory = 2`, a full address
+//! space) the request fails with an error for which
+//! [`EngineError::is_out_of_memory`] is true, naming the bytes and positions
+//! (`BackboneError::CacheMemory`, with the OS error as its source). Nothing of the request is
+//! kept: the model, and a session that ran it, take the next request as before. The C ABI
+//! answers `AUDIOCPP_ERR_OUT_OF_MEMORY`, the HTTP server 503; `tests/out_of_memory.rs`
+//! provokes it with `RLIMIT_AS`.
+//!
+//! Everything else a request allocates is bounded by the model's sizes and by the limits above
+//! (graph buffers of at most one prefill block, ggml's work buffer, encoder rows of at most
+//! `max_audio_seconds`, Rust vectors), independently of the context. Of those, graph buffers
+//! and ggml context pools report failure as [`GgmlError`](crate::ggml::GgmlError) (also
+//! `is_out_of_memory`); the rest (Rust's allocations, ggml-cpu's C++ `new` of its work buffer,
+//! thread stacks) abort the process when the allocator fails, as every Rust and C++ program
+//! does: those sizes are small enough that a process that cannot have them cannot do anything.
+//!
+//! The mapping reserves address space, not memory: a page becomes memory when a position is
+//! first written, so a conversation costs what it has used (that is what lets a large context
+//! be cheap). Under memory pressure those pages are ordinary anonymous memory: the kernel swaps
+//! them or its OOM killer ends a process, which may be this one (anonymous memory is never
+//! `SIGBUS`; only file mappings are, see `GgmlError::FileChanged` for the weights). The engine
+//! does not pre-fault the cache, since that would make every request pay its whole capacity;
+//! to bound the memory instead, lower [`ModelOptions::context`](super::ModelOptions::context),
+//! run under `vm.overcommit_memory = 2` (the kernel then accounts the whole mapping when it is
+//! made, so running short is the typed error above, at the start of the request) or give the
+//! process a cgroup memory limit.
 
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::session::conversation::Artifact;
@@ -88,18 +123,39 @@ pub fn check_system_prompt(system_prompt: &str) -> Result<(), EngineError> {
 /// Refuses more than [`MAX_ARTIFACTS`] artifacts, or payloads over [`MAX_ARTIFACT_BYTES`]
 /// together, as [`EngineError::Capacity`]. Reads only the lengths.
 pub fn check_artifact_limits(artifacts: &[Artifact]) -> Result<(), EngineError> {
-    if artifacts.len() > MAX_ARTIFACTS {
+    check_artifact_count(artifacts.len())?;
+    check_artifact_bytes(
+        artifacts
+            .iter()
+            .fold(0usize, |n, a| n.saturating_add(a.payload.len())),
+    )
+}
+
+/// Refuses a request of `count` artifacts when that is more than [`MAX_ARTIFACTS`], as
+/// [`EngineError::Capacity`].
+///
+/// The count alone is the input, so a protocol layer can refuse a request before it decodes
+/// or copies any payload (the C ABI with the count it would reach, the HTTP server with the
+/// length of the JSON list).
+pub fn check_artifact_count(count: usize) -> Result<(), EngineError> {
+    if count > MAX_ARTIFACTS {
         return Err(too_large(
-            format!("the request carries {} artifacts", artifacts.len()),
+            format!("the request carries {count} artifacts"),
             "MAX_ARTIFACTS",
             MAX_ARTIFACTS,
             "artifacts",
             "leave out the oldest turns",
         ));
     }
-    let bytes = artifacts
-        .iter()
-        .fold(0usize, |n, a| n.saturating_add(a.payload.len()));
+    Ok(())
+}
+
+/// Refuses `bytes` payload bytes of one request's artifacts together when that is more than
+/// [`MAX_ARTIFACT_BYTES`], as [`EngineError::Capacity`].
+///
+/// As [`check_artifact_count`], for the payload sizes a protocol layer knows before it copies
+/// or decodes them (a C length argument, the decoded length of a base64 string).
+pub fn check_artifact_bytes(bytes: usize) -> Result<(), EngineError> {
     if bytes > MAX_ARTIFACT_BYTES {
         return Err(too_large(
             format!("the request's artifacts carry {bytes} payload bytes"),
@@ -156,6 +212,20 @@ mod tests {
         let big = vec![art(MAX_ARTIFACT_BYTES - 1), art(1)];
         assert!(check_artifact_limits(&big).is_ok());
         let e = check_artifact_limits(&[art(MAX_ARTIFACT_BYTES), art(1)]).unwrap_err();
+        assert!(
+            e.is_capacity() && e.to_string().contains("MAX_ARTIFACT_BYTES"),
+            "{e}"
+        );
+
+        // The length-only checks protocol layers call before copying anything.
+        assert!(check_artifact_count(MAX_ARTIFACTS).is_ok());
+        let e = check_artifact_count(MAX_ARTIFACTS + 1).unwrap_err();
+        assert!(
+            e.is_capacity() && e.to_string().contains("4097 artifacts"),
+            "{e}"
+        );
+        assert!(check_artifact_bytes(MAX_ARTIFACT_BYTES).is_ok());
+        let e = check_artifact_bytes(usize::MAX).unwrap_err();
         assert!(
             e.is_capacity() && e.to_string().contains("MAX_ARTIFACT_BYTES"),
             "{e}"

@@ -12,6 +12,15 @@
 //! a view; see [`KvRows`](crate::lfm2_audio::model::nn::KvRows)), so a block's values are one
 //! range per dimension. Per conv layer: `[L - 1, hidden]`, the last `L - 1` inputs of its
 //! depthwise convolution (its whole recurrent state).
+//!
+//! # Out of memory
+//!
+//! The cache is sized by its capacity and made whole in [`DecodeCache::new`], before the
+//! allocator of its runs' graphs and before any run: on the CPU its mapping is the first and
+//! largest allocation of a request and the only one that grows with the request's budget. A
+//! mapping that cannot be made is [`BackboneError::CacheMemory`] (bytes, positions and the OS
+//! error), never a panic; what pages touched later under memory pressure do is the policy in
+//! [`limits`](crate::lfm2_audio::limits) ("Out of memory").
 
 use crate::ggml::lazy_memory::{resident_bytes, LazyZeroed};
 use crate::ggml::{Backend, BackendBuffer, Context, GgmlType, GraphAllocator, Tensor};
@@ -113,9 +122,10 @@ impl DecodeCache {
         // why: each tensor is padded to the buffer's alignment; 256 bytes per tensor is ample.
         let size = bytes + 256 * (n + 1);
         let (buffer, mapping) = if backend.is_cpu() {
-            let mem = LazyZeroed::new(size).map_err(|e| BackboneError::CacheMemory {
+            let mem = LazyZeroed::new(size).map_err(|source| BackboneError::CacheMemory {
                 bytes: size,
-                reason: e.to_string(),
+                positions: capacity,
+                source,
             })?;
             let mapping = (mem.addr(), mem.len());
             let buffer = BackendBuffer::from_host_memory(mem)?;

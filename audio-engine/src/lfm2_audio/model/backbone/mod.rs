@@ -32,13 +32,19 @@ pub enum BackboneError {
     /// The input is malformed (empty chunk, wrong embedding width, code out of range, ...).
     #[error("invalid backbone input: {0}")]
     Input(String),
-    /// The cache's memory could not be mapped.
-    #[error("cannot map {bytes} bytes for the decode cache: {reason}")]
+    /// The cache's memory could not be mapped (out of address space or, with strict
+    /// overcommit, of memory): see the [`cache`] module's "Out of memory".
+    #[error(
+        "out of memory: cannot map {bytes} bytes for the decode cache of {positions} positions"
+    )]
     CacheMemory {
         /// The size asked for.
         bytes: usize,
-        /// The OS error.
-        reason: String,
+        /// The positions the cache was for (rounded up to whole blocks).
+        positions: usize,
+        /// The OS error (`ENOMEM` for an address-space or commit limit).
+        #[source]
+        source: std::io::Error,
     },
     /// The cache was made for another model.
     #[error("the decode cache does not match this backbone's layers")]
@@ -49,6 +55,18 @@ pub enum BackboneError {
     /// ggml rejected an operation or failed to compute.
     #[error(transparent)]
     Ggml(#[from] GgmlError),
+}
+
+impl BackboneError {
+    /// Whether memory for the run could not be had: the decode cache's mapping, or a ggml
+    /// allocation (a graph buffer, a context pool) that reported its failure.
+    pub fn is_out_of_memory(&self) -> bool {
+        match self {
+            BackboneError::CacheMemory { .. } => true,
+            BackboneError::Ggml(g) => g.is_out_of_memory(),
+            _ => false,
+        }
+    }
 }
 
 /// One input position of a forward chunk.
