@@ -157,6 +157,7 @@ impl Model {
                 kept_questions: 0,
                 n_threads: Some(self.threads),
                 prefill_ahead: false,
+                prefill_head: false,
             },
         )
     }

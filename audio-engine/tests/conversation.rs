@@ -829,14 +829,19 @@ fn prompt_layout_for_zero_one_two_earlier_turns() {
         assert_eq!(firsts, want_firsts);
     }
 
-    // Without history it is exactly the prompt S2S builds for one question.
+    // Without history it has exactly the pieces S2S builds for one question, in two chunks:
+    // the head every conversation shares, then the question with its markup.
     let p = ctx.markup.build(&ctx.fmt, &[], &[17]).unwrap();
     let mut b = PromptBuilder::new(&tok);
     b.system(SYSTEM_S2S)
         .audio(17)
         .end_turn()
         .new_turn("assistant");
-    assert_eq!(p, b.finish());
+    assert_eq!(p.pieces(), b.finish().pieces());
+    let head = ctx.markup.head_prompt();
+    assert!(!head.is_empty() && head.audio_rows() == 0);
+    assert_eq!(p.chunk_starts(), &[0, head.len()]);
+    assert_eq!(&p.pieces()[..head.pieces().len()], head.pieces());
 }
 
 #[test]

@@ -69,6 +69,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     let mut prev: Option<(usize, usize)> = None;
     let mut closing = None;
     let mut last_resumed = 0;
+    let mut head_len = 0;
     for i in 0..4 {
         let req = request(i, &history);
         let a = cached.s2s(&req).unwrap();
@@ -91,11 +92,20 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
         assert_eq!(plain.resumed_prefill_steps(), 0);
         assert_eq!(cached.reused_questions(), i);
         assert_eq!(plain.reused_questions(), 0);
-        assert!(b.background.is_none() && c.background.is_none());
+        assert!(b.background.is_none());
         match prev {
             None => {
-                assert_eq!(resumed, 0);
-                assert!(a.background.is_none());
+                // A new session prefilled the head every conversation starts with (the
+                // first request waited for it): the first turn restored it and ran only its
+                // question; with prefill ahead off the head is still prefilled.
+                for (r, s) in [(&a, &cached), (&c, &no_ahead)] {
+                    let head = r.background.clone().expect("the head was prefilled");
+                    assert!(!head.stopped && head.failed.is_none(), "{head:?}");
+                    assert_eq!(head.restored_positions, 0);
+                    assert!(head.prefilled_positions > 0);
+                    assert_eq!(s.resumed_prefill_steps(), head.prefilled_positions);
+                    head_len = head.prefilled_positions;
+                }
             }
             Some((prev_len, prev_steps)) => {
                 // The request continued the conversation being prefilled ahead, so it waited
@@ -112,6 +122,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
                 assert!(len - resumed < 100, "{} new positions", len - resumed);
                 // Without prefill ahead the previous prompt still comes back; the reply runs.
                 assert_eq!(no_ahead.resumed_prefill_steps(), prev_len);
+                assert!(c.background.is_none());
             }
         }
         assert_eq!(cached.background_work(), a.background.as_ref());
@@ -141,6 +152,8 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     assert!(single.artifact.is_none());
     same(&cached.s2s(last_req).unwrap(), last);
     assert_eq!(cached.reused_questions(), 3);
+    // The other conversation shared only the head: the first one's blocks were kept beside it.
+    assert_eq!(cached.resumed_prefill_steps(), last_resumed);
 
     // Streamed through a session moved onto a worker thread: the same bytes and artifact, the
     // events adding up to the result, and the session (with its caches) given back.
@@ -158,7 +171,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     assert_eq!(text, last.reply.text);
     assert_eq!(audio.len(), last.reply.audio.len());
     assert!(
-        fresh.resumed_prefill_steps() > 0,
+        fresh.resumed_prefill_steps() > head_len,
         "the session came back with its caches"
     );
     // A bad request fails at start and gives the session back.
@@ -198,7 +211,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     assert_eq!(err.to_string(), fresh_err.to_string());
     assert!(err.to_string().contains("oldest turns"), "{err}");
     same(&cached.s2s(last_req).unwrap(), last);
-    assert!(cached.resumed_prefill_steps() > 0);
+    assert!(cached.resumed_prefill_steps() > head_len);
 
     // Rejections, before anything runs, each an invalid request (or capacity) naming the problem;
     // none of them disturbs the caches.

@@ -20,7 +20,9 @@
 //!   (generation time / seconds of audio produced) and the RSS. After each reply the session
 //!   prefills it ahead for the next turn (`SessionOptions::prefill_ahead`); the bench waits for
 //!   that before the next question (the user listening and speaking) and reports its positions
-//!   and time as "ahead".
+//!   and time as "ahead". A new session first prefills its system prompt's head
+//!   (`SessionOptions::prefill_head`, as a server's pooled sessions do before their first
+//!   request); the bench waits for that too before turn 1 (`--no-prefill-head`: a cold turn 1).
 //! - llama.cpp: a child process (so its memory and threads stay out of our RSS and timings)
 //!   loads the package's backbone file with libllama's default model parameters (mmap, the CPU
 //!   backend's extra buffer types: repacked weights) and the same thread count, prefills token
@@ -93,6 +95,10 @@ struct Args {
     /// Skip the llama.cpp comparison.
     #[arg(long)]
     no_llama: bool,
+    /// Do not prefill the system prompt's head when a session is created
+    /// (`SessionOptions::prefill_head`): turn 1 then runs its whole prompt (a cold start).
+    #[arg(long)]
+    no_prefill_head: bool,
     /// Seconds of the question the encoder figure encodes (the issue's: 10).
     #[arg(long, default_value_t = 10.0, value_parser = parse_seconds)]
     encoder_seconds: f64,
@@ -455,6 +461,7 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
         model.clone(),
         SessionOptions {
             n_threads: Some(a.threads as usize),
+            prefill_head: !a.no_prefill_head,
             ..Default::default()
         },
     );
@@ -462,8 +469,10 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
     let mut turns = Vec::new();
     for (t, q) in questions.iter().enumerate() {
         // why: the session prefills each reply ahead while the user listens and speaks (2.4 s
-        // of reply audio here, far longer than the work); waiting for it stands for that time,
-        // and the work's own time is reported apart (columns "ahead").
+        // of reply audio here, far longer than the work), and a new session its system
+        // prompt's head (as a server's pooled sessions do before their first request); waiting
+        // for it stands for that time, and the work's own time is reported apart (columns
+        // "ahead"; `--no-prefill-head` for a cold first turn).
         let ahead = session.wait_background().cloned();
         let req = S2sRequest {
             question: q.clone(),
@@ -481,7 +490,7 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
             .s2s(&req)
             .with_context(|| format!("turn {}", t + 1))?;
         let mut turn = Turn::of(&r, meter.stop());
-        if let Some(b) = ahead.filter(|_| t > 0) {
+        if let Some(b) = ahead {
             turn.ahead_positions = b.prefilled_positions;
             turn.ahead = b.elapsed.as_secs_f64();
         }

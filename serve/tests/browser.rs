@@ -214,7 +214,8 @@ async fn two_voice_turns_in_headless_chromium() {
     }
     assert_eq!(t1["artifactsSent"], 0);
     assert_eq!(t2["artifactsSent"], 2);
-    assert_eq!(t1["resumedPrefillPositions"], 0);
+    // The first turn restored the head its session prefilled when the server made it.
+    assert!(t1["resumedPrefillPositions"].as_u64().unwrap() > 0, "{t1}");
     assert_eq!(t1["reusedQuestions"], 0);
     // The second turn went to the first turn's session (conversation affinity) and reused the
     // encoder output of the first question. (Its prefill blocks resume from a prompt of more than

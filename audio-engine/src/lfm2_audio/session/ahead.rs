@@ -50,13 +50,15 @@ pub struct BackgroundWork {
 #[derive(Debug)]
 pub(super) struct Ahead {
     stop: Arc<AtomicBool>,
-    /// The payload (the codes) of the reply artifact whose positions it prefills.
-    reply: Vec<u8>,
+    /// The payload (the codes) of the reply artifact whose positions it prefills; `None` for
+    /// the head a new session prefills (every conversation needs it).
+    reply: Option<Vec<u8>>,
     handle: JoinHandle<(PrefillCache, BackgroundWork)>,
 }
 
 impl Ahead {
-    /// Starts prefilling `prompt` (audio rows from `rows`) into `cache` on a worker thread.
+    /// Starts prefilling `prompt` (audio rows from `rows`) into `cache` on a worker thread,
+    /// ahead of the turn after the reply artifact `reply` (`None`: ahead of any turn).
     /// If the thread cannot start, the error says so and the cache is dropped (reuse is lost,
     /// no output changes).
     pub(super) fn spawn(
@@ -65,7 +67,7 @@ impl Ahead {
         mut cache: PrefillCache,
         prompt: Prompt,
         rows: Vec<f32>,
-        reply: Artifact,
+        reply: Option<Artifact>,
     ) -> Result<Ahead, EngineError> {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
@@ -104,7 +106,7 @@ impl Ahead {
             })?;
         Ok(Ahead {
             stop,
-            reply: reply.payload,
+            reply: reply.map(|r| r.payload),
             handle,
         })
     }
@@ -113,9 +115,14 @@ impl Ahead {
     /// artifact is that reply. (Only the codes are compared: a protocol layer may re-spell the
     /// meta; a false guess costs time, never bytes, since blocks are matched by content.)
     pub(super) fn continued_by(&self, history: &[Artifact]) -> bool {
-        history
-            .last()
-            .is_some_and(|a| a.id == REPLY_ID && a.payload == self.reply)
+        match &self.reply {
+            Some(reply) => history
+                .last()
+                .is_some_and(|a| a.id == REPLY_ID && &a.payload == reply),
+            // The head: a conversation's first turn needs it, and any other waits at most for
+            // its one short block.
+            None => true,
+        }
     }
 
     /// Joins the worker, first asking it to stop unless `wait`; gives back the prefill cache

@@ -56,6 +56,11 @@ pub struct SessionOptions {
     /// After a turn that returns its reply artifact, prefill the reply on a worker thread for
     /// the next turn (see [`ahead`]; needs `prefill_slots` > 0).
     pub prefill_ahead: bool,
+    /// When the session is created, prefill the head every conversation with the default S2S
+    /// system prompt starts with (`<|startoftext|>`, the system turn, `<|im_start|>user\n`) on
+    /// a worker thread, so that a conversation's first turn runs only its question (needs
+    /// `prefill_slots` > 0). A first request that comes sooner waits for that one short block.
+    pub prefill_head: bool,
 }
 
 impl Default for SessionOptions {
@@ -65,6 +70,7 @@ impl Default for SessionOptions {
             kept_questions: 32,
             n_threads: None,
             prefill_ahead: true,
+            prefill_head: true,
         }
     }
 }
@@ -152,7 +158,7 @@ struct AheadInput {
 impl Session {
     /// A session on `model`.
     pub fn new(model: Lfm2Audio, options: SessionOptions) -> Session {
-        Session {
+        let mut session = Session {
             prefill: PrefillCache::new(options.prefill_slots),
             model,
             options,
@@ -162,6 +168,38 @@ impl Session {
             questions: Vec::new(),
             reused: 0,
             resumed: 0,
+        };
+        if session.options.prefill_head && session.options.prefill_slots > 0 {
+            session.start_head();
+        }
+        session
+    }
+
+    /// Prefills the default S2S head ahead (see [`SessionOptions::prefill_head`]). A failure
+    /// only costs the reuse: it is reported as background work and the first turn runs the head.
+    fn start_head(&mut self) {
+        let started = self.backend().and_then(|backend| {
+            let markup =
+                ChatMarkup::new(self.model.tokenizer(), &S2sOptions::default().system_prompt);
+            let cache = std::mem::take(&mut self.prefill);
+            Ahead::spawn(
+                self.model.clone(),
+                backend,
+                cache,
+                markup.head_prompt(),
+                Vec::new(),
+                None,
+            )
+        });
+        match started {
+            Ok(a) => self.ahead = Some(a),
+            Err(e) => {
+                self.prefill = PrefillCache::new(self.options.prefill_slots);
+                self.background = Some(BackgroundWork {
+                    failed: Some(e.chain()),
+                    ..Default::default()
+                });
+            }
         }
     }
 
@@ -397,7 +435,7 @@ impl Session {
             cache,
             prompt,
             input.rows,
-            artifact,
+            Some(artifact),
         ) {
             Ok(a) => self.ahead = Some(a),
             Err(e) => {

@@ -266,9 +266,19 @@ impl PrefillCache {
         }
         if keep_blocks {
             if let Some((i, _)) = best {
-                // why: the new prompt extends (or diverges from) that conversation; its blocks
-                // now describe the conversation's latest state.
-                self.conversations.remove(i);
+                // why: when that conversation's blocks are a beginning of this prompt's, this
+                // prompt extends (or repeats) it and its blocks now describe the conversation's
+                // latest state; one that shares only a beginning (the head every conversation
+                // starts with) is another conversation, and both stay.
+                let old = &self.conversations[i];
+                let extends = old.len() <= kept.len()
+                    && old
+                        .iter()
+                        .zip(&kept)
+                        .all(|(a, b)| a.range == b.range && a.span == b.span);
+                if extends {
+                    self.conversations.remove(i);
+                }
             }
             if !kept.is_empty() {
                 self.conversations.push_front(kept);

@@ -72,7 +72,7 @@ impl ChatMarkup {
     /// row count list of the wrong length, is an [`EngineError::Invariant`]: the session hands
     /// in replies it already read and rows it encoded.
     ///
-    /// The prompt's chunks follow the turns: the head with the first question and its
+    /// The prompt's chunks follow the turns: the head; the first question with its
     /// `<|im_end|>\n<|im_start|>assistant\n`; then per earlier reply its steps with the
     /// `<|im_end|>\n<|im_start|>user\n` after them; then the next question with its markup.
     pub fn build<'a>(
@@ -113,6 +113,17 @@ impl ChatMarkup {
         self.lay_out(fmt, &replies, question_rows)
     }
 
+    /// The head alone (`<|startoftext|>`, the system turn, `<|im_start|>user\n`): the first
+    /// chunk of every prompt [`ChatMarkup::build`] makes, which a session prefills ahead before
+    /// its first request.
+    pub fn head_prompt(&self) -> Prompt {
+        Prompt::from_chunks(vec![self.head_pieces()])
+    }
+
+    fn head_pieces(&self) -> Vec<PromptPiece> {
+        self.head.iter().cloned().map(PromptPiece::Text).collect()
+    }
+
     fn lay_out(
         &self,
         fmt: &ReplyFormat,
@@ -122,9 +133,11 @@ impl ChatMarkup {
         let markup = |chunk: &mut Vec<PromptPiece>, markup: &[Vec<u32>]| {
             chunk.extend(markup.iter().cloned().map(PromptPiece::Text));
         };
-        let mut chunks: Vec<Vec<PromptPiece>> = Vec::new();
+        // why the head alone: it is the same in every conversation with this system prompt,
+        // so its block is kept once and reused by every conversation's first turn (and a
+        // session prefills it ahead: see `ChatMarkup::head_prompt`).
+        let mut chunks: Vec<Vec<PromptPiece>> = vec![self.head_pieces()];
         let mut chunk: Vec<PromptPiece> = Vec::new();
-        markup(&mut chunk, &self.head);
         let mut first = 0usize;
         for (q, &rows) in question_rows.iter().enumerate() {
             chunk.push(PromptPiece::Audio {
