@@ -136,6 +136,88 @@ fn conv_2d_dw_direct_matches_reference() {
         .is_err());
 }
 
+/// The channels-fastest depthwise convolution gives the bits of the WHCN one on the same data
+/// (transposed), for channel counts around the SIMD width and the subsampling's stride/padding.
+#[test]
+fn conv_2d_dw_direct_cwhn_equals_the_whcn_kernel_bit_for_bit() {
+    let (w, h, kw, kh) = (11usize, 9usize, 3usize, 3usize);
+    for (c, s, p) in [
+        (2usize, 2usize, 1usize),
+        (7, 2, 1),
+        (8, 1, 0),
+        (19, 2, 1),
+        (32, 1, 1),
+    ] {
+        let kernel = rand_vec(10 + c as u64, kw * kh * c);
+        let data = rand_vec(20 + c as u64, w * h * c); // [W, H, C]
+        let mut cwhn = vec![0f32; data.len()]; // [C, W, H]
+        for ch in 0..c {
+            for y in 0..h {
+                for x in 0..w {
+                    cwhn[ch + c * (x + w * y)] = data[x + w * (y + h * ch)];
+                }
+            }
+        }
+        let ctx = Context::metadata(32).unwrap();
+        let k = ctx
+            .new_tensor(GgmlType::F32, &[kw as i64, kh as i64, 1, c as i64])
+            .unwrap();
+        let d = ctx
+            .new_tensor(GgmlType::F32, &[w as i64, h as i64, c as i64, 1])
+            .unwrap();
+        let dc = ctx
+            .new_tensor(GgmlType::F32, &[c as i64, w as i64, h as i64, 1])
+            .unwrap();
+        for t in [k, d, dc] {
+            t.set_input();
+        }
+        let (si, pi) = ([s as i64; 2], [p as i64; 2]);
+        let r = ctx.conv_2d_dw_direct(k, d, si, pi, [1, 1]).unwrap();
+        let rc = ctx.conv_2d_dw_direct_cwhn(k, dc, si, pi, [1, 1]).unwrap();
+        let (ow, oh) = ((w + 2 * p - kw) / s + 1, (h + 2 * p - kh) / s + 1);
+        assert_eq!(rc.ne(), [c as i64, ow as i64, oh as i64, 1]);
+        assert!(rc.is_contiguous());
+        let rc = ctx.cont(rc).unwrap();
+        r.set_output();
+        rc.set_output();
+        let be = cpu();
+        let mut g = ctx.new_graph(32).unwrap();
+        g.build_forward_expand(r).unwrap();
+        g.build_forward_expand(rc).unwrap();
+        let alloc = GraphAllocator::new(&be).unwrap();
+        alloc.alloc_graph(&g).unwrap();
+        k.set_f32(&kernel).unwrap();
+        d.set_f32(&data).unwrap();
+        dc.set_f32(&cwhn).unwrap();
+        be.compute(&g).unwrap();
+        let (whcn, got) = (r.get_f32().unwrap(), rc.get_f32().unwrap());
+        for ch in 0..c {
+            for y in 0..oh {
+                for x in 0..ow {
+                    let (a, b) = (whcn[x + ow * (y + oh * ch)], got[ch + c * (x + ow * y)]);
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "C {c}: ({x}, {y}, {ch}): {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+    // Data with one channel, or a kernel of the wrong shape, is refused, not aborted.
+    let ctx = Context::metadata(8).unwrap();
+    let one = ctx.new_tensor(GgmlType::F32, &[1, 5, 5, 1]).unwrap();
+    let k1 = ctx.new_tensor(GgmlType::F32, &[3, 3, 1, 1]).unwrap();
+    assert!(ctx
+        .conv_2d_dw_direct_cwhn(k1, one, [1, 1], [0, 0], [1, 1])
+        .is_err());
+    let d4 = ctx.new_tensor(GgmlType::F32, &[4, 5, 5, 1]).unwrap();
+    let bad = ctx.new_tensor(GgmlType::F32, &[3, 3, 2, 4]).unwrap();
+    assert!(ctx
+        .conv_2d_dw_direct_cwhn(bad, d4, [1, 1], [0, 0], [1, 1])
+        .is_err());
+}
+
 #[test]
 fn conv_2d_direct_matches_reference() {
     let (w, h, ic, oc, kw, kh) = (10usize, 6usize, 2usize, 3usize, 3usize, 3usize);

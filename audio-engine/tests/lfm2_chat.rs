@@ -337,3 +337,21 @@ fn another_request_stops_the_prefill_ahead_without_changing_bytes() {
     d.s2s(&request(2, &[])).unwrap();
     drop(d);
 }
+
+/// A session encodes in the encoder buffer it keeps between questions: longer and shorter
+/// inputs in turn give exactly the bits a fresh encode gives.
+#[test]
+fn a_session_encodes_in_its_kept_buffer_with_the_same_bits() {
+    let e = engine(Quant::F32);
+    let signal = audio_engine::lfm2_audio::synthetic::tiny_input_signal();
+    let mut session = Session::new(e.clone(), SessionOptions::default());
+    let n = signal.len();
+    for len in [n, n / 4, n / 2, n, 3 * n / 4] {
+        let x = &signal[..len];
+        let (rows, kept) = session.encode_audio(x).unwrap();
+        let (fresh_rows, fresh) = e.encode_audio(x).unwrap();
+        assert_eq!(rows, fresh_rows, "{len} samples");
+        let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&kept), bits(&fresh), "{len} samples");
+    }
+}

@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::ggml::{Backend, GgmlError};
+use crate::ggml::{Backend, GgmlError, GraphAllocator};
 
 use super::backbone::{AudioCodeTable, Backbone, DecodeCache, ForwardOutput, Position, Rows};
 use super::depthformer::Depthformer;
@@ -363,21 +363,24 @@ impl Lfm2Audio {
     /// `rows x hidden` row-major.
     pub fn encode_audio(&self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
         let backend = self.run_backend(None)?;
-        self.encode_audio_on(&backend, samples)
+        self.encode_audio_on(&backend, None, samples)
     }
 
-    /// [`Lfm2Audio::encode_audio`] computing on `backend`.
+    /// [`Lfm2Audio::encode_audio`] computing on `backend`, in `alloc`'s buffer when given (an
+    /// allocator for `backend` the caller keeps between encodes), else in a fresh one.
     pub(crate) fn encode_audio_on(
         &self,
         backend: &Backend,
+        alloc: Option<&GraphAllocator>,
         samples: &[f32],
     ) -> Result<(usize, Vec<f32>), EngineError> {
         self.check_samples(samples)?;
         let mel = features::log_mel(samples)?;
-        let out = self
-            .inner
-            .encoder
-            .encode(backend, mel.data(), mel.n_frames())?;
+        let encoder = &self.inner.encoder;
+        let out = match alloc {
+            Some(a) => encoder.encode_in(backend, a, mel.data(), mel.n_frames())?,
+            None => encoder.encode(backend, mel.data(), mel.n_frames())?,
+        };
         Ok((out.n_frames, out.adapter))
     }
 }

@@ -25,7 +25,7 @@ pub mod prefill_cache;
 
 use std::time::Instant;
 
-use crate::ggml::Backend;
+use crate::ggml::{Backend, GraphAllocator};
 
 use self::ahead::{Ahead, BackgroundWork};
 use self::conversation::{
@@ -121,6 +121,10 @@ pub struct Session {
     options: SessionOptions,
     /// The backend instance the session computes on (made on first use).
     backend: Option<Backend>,
+    /// The encoder's graph allocator, kept between questions (made with the backend): its
+    /// buffer, sized by the longest question encoded so far (about 4 MiB per second of audio
+    /// at full size), stays mapped instead of being made again for every question.
+    encoder_alloc: Option<GraphAllocator>,
     /// The prefill cache (taken by the prefill-ahead worker while it runs).
     prefill: PrefillCache,
     ahead: Option<Ahead>,
@@ -163,6 +167,7 @@ impl Session {
             model,
             options,
             backend: None,
+            encoder_alloc: None,
             ahead: None,
             background: None,
             questions: Vec::new(),
@@ -262,6 +267,7 @@ impl Session {
             return Ok(b.clone());
         }
         let b = self.model.run_backend(self.options.n_threads)?;
+        self.encoder_alloc = Some(GraphAllocator::new(&b)?);
         self.backend = Some(b.clone());
         Ok(b)
     }
@@ -275,7 +281,9 @@ impl Session {
         if let Some(k) = kept.iter().find(|k| same_samples(&k.samples, samples)) {
             return Ok((k.clone(), true));
         }
-        let (rows, embeddings) = self.model.encode_audio_on(backend, samples)?;
+        let (rows, embeddings) =
+            self.model
+                .encode_audio_on(backend, self.encoder_alloc.as_ref(), samples)?;
         Ok((
             KeptQuestion {
                 samples: samples.to_vec(),
@@ -446,6 +454,16 @@ impl Session {
                 });
             }
         }
+    }
+
+    /// The audio-in embeddings of 16 kHz mono samples (as [`Lfm2Audio::encode_audio`]), on the
+    /// session's backend and in its kept encoder buffer; the kept questions are neither used
+    /// nor changed.
+    pub fn encode_audio(&mut self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
+        self.settle(false);
+        let backend = self.backend()?;
+        self.model
+            .encode_audio_on(&backend, self.encoder_alloc.as_ref(), samples)
     }
 
     /// Transcribes 16 kHz mono samples on the session's backend (as [`Lfm2Audio::asr`]; the

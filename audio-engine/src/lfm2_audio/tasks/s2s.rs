@@ -46,7 +46,7 @@ impl Lfm2Audio {
     ) -> Result<ReplyRequest, EngineError> {
         check_system_prompt(&opts.system_prompt)?;
         let started = Instant::now();
-        let (rows, audio) = self.encode_audio_on(backend, samples)?;
+        let (rows, audio) = self.encode_audio_on(backend, None, samples)?;
         let encode = started.elapsed();
         let mut b = PromptBuilder::new(self.tokenizer());
         b.system(&opts.system_prompt)

@@ -130,6 +130,21 @@ impl AudioEncoder {
         mel: &[f32],
         n_frames: usize,
     ) -> EncodeResult<EncoderOutput> {
+        self.encode_in(backend, &GraphAllocator::new(backend)?, mel, n_frames)
+    }
+
+    /// [`AudioEncoder::encode`] with its graph's tensors in `alloc`'s buffer (for `backend`).
+    ///
+    /// why: a caller that encodes again (a session, question after question) keeps the
+    /// allocator, so the buffer is made once at its largest size instead of mapped, zeroed by
+    /// the kernel page by page and unmapped for every question (about a tenth of an encode).
+    pub fn encode_in(
+        &self,
+        backend: &Backend,
+        alloc: &GraphAllocator,
+        mel: &[f32],
+        n_frames: usize,
+    ) -> EncodeResult<EncoderOutput> {
         let cfg = &self.config;
         let n_mels = cfg.n_mels;
         if n_frames == 0 {
@@ -180,7 +195,6 @@ impl AudioEncoder {
         let mut graph = ctx.new_graph(graph_size)?;
         graph.build_forward_expand(conformer_out)?;
         graph.build_forward_expand(adapter_out)?;
-        let alloc = GraphAllocator::new(backend)?;
         alloc.alloc_graph(&graph)?;
 
         // the graph wants [n_mels, T] with mel bins fastest; the features are frames-fastest
