@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release --example bench --features llm -- [--quant Q4_0|Q8_0|F16|F32]
 //!     [--turns 4|10] [--threads N] [--frame-threads N] [--sessions N] [--load-core]
-//!     [--rounds R] [--json]
+//!     [--rounds R] [--json] [--liquid-python PATH]
 //! ```
 //!
 //! - The package is written once per quantization (deterministic, seed 11) and cached (see
@@ -108,6 +108,11 @@ struct Args {
     /// Only the encoder figure and the bandwidth floor (no conversation, no llama.cpp).
     #[arg(long)]
     encoder_only: bool,
+    /// A Python with liquid-audio, to time its encoder in the same run
+    /// (`scripts/liquid_encoder_bench.py`; default: `$XDG_CACHE_HOME` or `~/.cache` +
+    /// `lfm2-engine/liquid-venv/bin/python` when it exists).
+    #[arg(long)]
+    liquid_python: Option<PathBuf>,
     /// Where the package is cached (default: `$XDG_CACHE_HOME/lfm2-engine/...`).
     #[arg(long)]
     package_dir: Option<PathBuf>,
@@ -1242,7 +1247,8 @@ struct StepMix {
 }
 
 /// liquid-audio 1.3.0's 10 s encode on this machine kind, as issue #12 quotes it (fp32, 2
-/// threads). Not measured by this program (it has no PyTorch); printed as a quoted reference.
+/// threads). Printed for context beside liquid-audio's encode measured in the same run when a
+/// Python with liquid-audio is there (`--liquid-python`, see `encoder.rs`), alone otherwise.
 const LIQUID_AUDIO_ENCODE_10S: f64 = 0.31;
 
 /// The encoder figure and the measured bandwidth floor (with the conversation's figures beside
@@ -1258,6 +1264,11 @@ fn encoder_and_floor(
         model,
         &question_wav(0, a.encoder_seconds),
         a.encoder_reps as usize,
+        a.threads as usize,
+        a.liquid_python
+            .clone()
+            .or_else(encoder::default_liquid_python)
+            .as_deref(),
     )?;
     encoder::print(&f, LIQUID_AUDIO_ENCODE_10S);
     println!();
