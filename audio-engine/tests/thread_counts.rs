@@ -2,7 +2,8 @@
 //! tiny package give the same bytes with 1 and 2 backbone threads and with the per-frame graphs
 //! (depthformer, detokenizer) on 1 thread, on 2, or switching between them as the default
 //! measuring policy does (`ModelOptions::frame_threads` 0; it probes both within the first
-//! frames and every 16 after). (Not 4 here: on the 2-core CI machine ggml's spinning workers would
+//! frames and every 16 after), and with the backbone's single-position steps on 1 thread while
+//! prefills run on 2 (`ModelOptions::step_threads`). (Not 4 here: on the 2-core CI machine ggml's spinning workers would
 //! oversubscribe the cores by orders of magnitude; `repack.rs` checks the matrix kernels at 1,
 //! 2 and 4 threads.)
 
@@ -29,10 +30,11 @@ fn question(i: usize) -> Vec<u8> {
 }
 
 /// Every output of the jobs, as bytes.
-fn outputs(ty: Quant, n_threads: usize, frame_threads: usize) -> Vec<Vec<u8>> {
+fn outputs(ty: Quant, n_threads: usize, frame_threads: usize, step_threads: usize) -> Vec<Vec<u8>> {
     let opts = ModelOptions {
         n_threads,
         frame_threads,
+        step_threads,
         ..ModelOptions::default()
     };
     let model =
@@ -90,7 +92,7 @@ fn outputs(ty: Quant, n_threads: usize, frame_threads: usize) -> Vec<Vec<u8>> {
 #[test]
 fn outputs_do_not_depend_on_the_thread_counts() {
     for ty in [Quant::F32, Quant::Q4_0] {
-        let base = outputs(ty, 1, 1);
+        let base = outputs(ty, 1, 1, 1);
         // TTS steps and both S2S replies' audio and codes were produced (the tiny model's TTS
         // replies here are frames too short for the detokenizer to give audio).
         for i in [1, 4, 5, 7, 8] {
@@ -100,12 +102,14 @@ fn outputs_do_not_depend_on_the_thread_counts() {
                 base.iter().map(Vec::len).collect::<Vec<_>>()
             );
         }
-        for (n, f) in [(2, 2), (2, 0)] {
-            let got = outputs(ty, n, f);
+        // Fixed counts; the measuring policies; prefills on two threads, steps on one.
+        for (n, f, st) in [(2, 2, 2), (2, 0, 0), (2, 2, 1)] {
+            let got = outputs(ty, n, f, st);
             for (i, (a, b)) in base.iter().zip(&got).enumerate() {
                 assert!(
                     a == b,
-                    "{ty:?}: output {i} differs at {n} threads (frame threads {f})"
+                    "{ty:?}: output {i} differs at {n} threads (frame threads {f}, step threads \
+                     {st})"
                 );
             }
         }

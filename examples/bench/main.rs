@@ -74,6 +74,10 @@ struct Args {
     /// measures and picks between `--threads` and one as the load changes; N fixes it).
     #[arg(long, default_value_t = 0, value_parser = value_parser!(u32).range(0..=512))]
     frame_threads: u32,
+    /// CPU threads of the backbone's single-position steps (`ModelOptions::step_threads`: 0,
+    /// the default, runs `--threads` and tries one when steps slow down; N fixes it).
+    #[arg(long, default_value_t = 0, value_parser = value_parser!(u32).range(0..=512))]
+    step_threads: u32,
     /// Sessions running the same conversation side by side, one thread each driving it.
     #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=16))]
     sessions: u32,
@@ -841,6 +845,7 @@ fn main() -> Result<()> {
         ModelOptions {
             n_threads: a.threads as usize,
             frame_threads: a.frame_threads as usize,
+            step_threads: a.step_threads as usize,
             ..Default::default()
         },
     )?;
@@ -1222,7 +1227,7 @@ fn main() -> Result<()> {
 
     if a.json {
         let v = json!({
-            "quant": a.quant.to_string(), "turns": a.turns, "threads": a.threads, "frame_threads": a.frame_threads,
+            "quant": a.quant.to_string(), "turns": a.turns, "threads": a.threads, "frame_threads": a.frame_threads, "step_threads": a.step_threads,
             "sessions": a.sessions, "rounds": a.rounds, "load_core": a.load_core,
             "steps": a.steps, "question_seconds": a.question_seconds,
             "load_s": load_s, "peak_rss": peak, "identical": identical,

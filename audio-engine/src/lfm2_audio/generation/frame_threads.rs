@@ -1,5 +1,5 @@
 //! How many CPU threads the small graphs of each audio frame get (the depthformer's one per
-//! codebook, the detokenizer's).
+//! codebook, the detokenizer's), and the backbone's single-position steps ([`StepThreads`]).
 //!
 //! Those graphs are small, so several threads help only while the cores are free: each graph
 //! hands its work to the backend's workers anew, and when another process holds a core every
@@ -135,6 +135,132 @@ impl FrameThreads {
     }
 }
 
+/// The thread count of the backbone's single-position steps (a text token, an audio frame's
+/// forward), on the decode cache's backend, which prefills run on too.
+///
+/// Unlike the per-frame graphs, a backbone step on one thread costs nearly twice its time on
+/// two when the cores are free, so probing one thread by routine would cost more than it could
+/// win. Steps run on the full count, and one thread is tried only when a step has become
+/// markedly slower than the fastest seen at the full count (another process holding a core
+/// makes the workers' barriers wait: steps took 1.8-2x and more); when one thread wins it is
+/// kept, and the full count is probed again [`PROBE_EVERY`] steps later, the interval doubling
+/// while it loses, as for frames. Set before every step (a reply keeps one policy for text
+/// steps and one for frames on the same backend) and the full count given back when dropped,
+/// whatever ended the reply.
+#[derive(Debug)]
+pub(crate) struct StepThreads {
+    backend: Backend,
+    full: usize,
+    adaptive: bool,
+    /// Running on one thread.
+    single: bool,
+    /// The fastest step at the full count.
+    best_full: Option<Duration>,
+    /// Smoothed cost at the setting in use.
+    cost: Option<Duration>,
+    /// Whether the coming step probes the other setting.
+    probing: bool,
+    steps: usize,
+    next_probe: usize,
+    interval: usize,
+}
+
+/// A step at the full count this much slower than the fastest one makes the next step try one
+/// thread.
+const SLOWER: f64 = 1.5;
+
+impl StepThreads {
+    /// Steps on `backend` with `fixed` threads, or, when `fixed` is 0 on a CPU backend with
+    /// `n_threads` > 1, as the type docs say.
+    pub(crate) fn new(
+        backend: Backend,
+        fixed: usize,
+        n_threads: usize,
+    ) -> Result<StepThreads, EngineError> {
+        let full = n_threads.max(1);
+        let adaptive = fixed == 0 && full > 1 && backend.is_cpu();
+        if backend.is_cpu() && !adaptive && fixed > 0 {
+            backend.set_n_threads(fixed)?;
+        }
+        Ok(StepThreads {
+            backend,
+            full,
+            adaptive,
+            single: false,
+            best_full: None,
+            cost: None,
+            probing: false,
+            steps: 0,
+            next_probe: 0,
+            interval: PROBE_EVERY,
+        })
+    }
+
+    /// Sets the thread count for the next step.
+    pub(crate) fn before_step(&mut self) -> Result<(), EngineError> {
+        if !self.adaptive {
+            return Ok(());
+        }
+        if self.single && self.steps >= self.next_probe {
+            self.probing = true;
+        }
+        self.backend.set_n_threads(self.current_threads())?;
+        Ok(())
+    }
+
+    /// Records what the step took.
+    pub(crate) fn after_step(&mut self, took: Duration) {
+        if !self.adaptive {
+            return;
+        }
+        self.steps += 1;
+        let on_full = self.single == self.probing;
+        if on_full {
+            self.best_full = Some(self.best_full.map_or(took, |b| b.min(took)));
+        }
+        if self.probing {
+            self.probing = false;
+            if self.cost.is_some_and(|c| took < c) {
+                self.single = !self.single;
+                self.cost = Some(took);
+                self.interval = PROBE_EVERY;
+            } else {
+                // A lost probe: the next waits twice as long (each costs a slow step).
+                self.interval = (self.interval * 2).min(PROBE_AT_MOST);
+            }
+            self.next_probe = self.steps + self.interval;
+            return;
+        }
+        // why smoothed: one slow step (a page fault, a preemption) should not flip the choice.
+        self.cost = Some(self.cost.map_or(took, |c| (c + took) / 2));
+        let slow = self
+            .best_full
+            .is_some_and(|b| took.as_secs_f64() > SLOWER * b.as_secs_f64());
+        if on_full && slow && self.steps >= self.next_probe {
+            self.probing = true;
+        }
+    }
+
+    /// The thread count the coming step runs with.
+    fn current_threads(&self) -> usize {
+        if self.single != self.probing {
+            1
+        } else {
+            self.full
+        }
+    }
+}
+
+impl Drop for StepThreads {
+    fn drop(&mut self) {
+        if self.backend.is_cpu() && self.backend.n_threads() != Some(self.full) {
+            // why ignore: the count is in range (it was set before); a failure would leave the
+            // next prefill slower, never wrong.
+            let _ = self.backend.set_n_threads(self.full);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,6 +268,78 @@ mod tests {
     fn pacer() -> FrameThreads {
         let b = Backend::cpu().unwrap();
         FrameThreads::new(b, 0, 2).unwrap()
+    }
+
+    /// Runs `n` steps of `steps`, each costing `cost(step, threads)`; returns the thread counts.
+    fn run_steps(
+        p: &mut StepThreads,
+        n: usize,
+        cost: impl Fn(usize, usize) -> Duration,
+    ) -> Vec<usize> {
+        (0..n)
+            .map(|f| {
+                p.before_step().unwrap();
+                let t = p.current_threads();
+                p.after_step(cost(f, t));
+                t
+            })
+            .collect()
+    }
+
+    fn steps() -> StepThreads {
+        StepThreads::new(Backend::cpu().unwrap(), 0, 2).unwrap()
+    }
+
+    #[test]
+    fn steps_keep_the_full_count_while_the_machine_is_idle() {
+        let ms = Duration::from_millis;
+        // Two threads 22 ms, one 40 ms, a little jitter: never a probe of one thread.
+        let seen = run_steps(&mut steps(), 300, |f, t| match t {
+            2 => ms(22 + (f % 3) as u64),
+            _ => ms(40),
+        });
+        assert!(seen.iter().all(|&t| t == 2), "{seen:?}");
+    }
+
+    #[test]
+    fn steps_move_to_one_thread_under_contention_and_back_after_it() {
+        let ms = Duration::from_millis;
+        // A core gets busy at step 10 (two threads: 22 -> 90 ms; one: 40 -> 45) and free again
+        // at step 100.
+        let cost = |f: usize, t: usize| match (t, (10..100).contains(&f)) {
+            (2, false) => ms(22),
+            (2, true) => ms(90),
+            (_, false) => ms(40),
+            (_, true) => ms(45),
+        };
+        let seen = run_steps(&mut steps(), 200, cost);
+        assert!(seen[..10].iter().all(|&t| t == 2));
+        // The first slow step makes the next one try one thread, which wins and stays.
+        assert_eq!(&seen[10..13], &[2, 1, 1]);
+        let busy_full = (12..100).filter(|&f| seen[f] == 2).count();
+        assert!(
+            busy_full <= 4,
+            "{busy_full} probes of two threads while busy: {seen:?}"
+        );
+        // After the load is gone, a probe of two threads wins within the longest interval.
+        let back = (100..200)
+            .find(|&f| seen[f] == 2 && seen[f + 1] == 2)
+            .unwrap();
+        assert!(back <= 100 + PROBE_AT_MOST, "{seen:?}");
+        assert!(seen[190..].iter().all(|&t| t == 2), "{seen:?}");
+    }
+
+    #[test]
+    fn the_full_count_comes_back_when_the_policy_is_dropped() {
+        let b = Backend::cpu().unwrap();
+        b.set_n_threads(2).unwrap();
+        let mut p = StepThreads::new(b.clone(), 0, 2).unwrap();
+        p.single = true;
+        p.next_probe = usize::MAX;
+        p.before_step().unwrap();
+        assert_eq!(b.n_threads(), Some(1));
+        drop(p);
+        assert_eq!(b.n_threads(), Some(2));
     }
 
     #[test]

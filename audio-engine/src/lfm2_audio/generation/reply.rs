@@ -241,6 +241,7 @@ impl Lfm2Audio {
         let mut detok = frame_threads
             .as_ref()
             .map(|f| self.detokenizer().stream_on(f.backend()));
+        let [mut text_threads, mut frame_bb_threads] = self.step_threads(cache.backend())?;
         let mut pending = Utf8Pending::default();
         let mut result = ReplyResult {
             prompt_positions: prompt_len,
@@ -331,6 +332,7 @@ impl Lfm2Audio {
                         unreachable!()
                     };
                     let want_logits = schedule.next() == Modality::Text;
+                    frame_bb_threads.before_step()?;
                     let t_backbone = Instant::now();
                     last = backbone.forward(
                         &mut cache,
@@ -338,11 +340,9 @@ impl Lfm2Audio {
                         Rows::Last,
                         want_logits,
                     )?;
-                    result
-                        .timings
-                        .steps
-                        .frame_backbone
-                        .push(t_backbone.elapsed());
+                    let took = t_backbone.elapsed();
+                    frame_bb_threads.after_step(took);
+                    result.timings.steps.frame_backbone.push(took);
                     continue 'gen;
                 }
             };
@@ -350,7 +350,10 @@ impl Lfm2Audio {
                 break;
             }
             let want_logits = schedule.next() == Modality::Text;
+            text_threads.before_step()?;
+            let t_forward = Instant::now();
             last = backbone.forward(&mut cache, &[next_input], Rows::Last, want_logits)?;
+            text_threads.after_step(t_forward.elapsed());
             result.timings.steps.text.push(t_step.elapsed());
         }
         let tail_text = pending.flush();

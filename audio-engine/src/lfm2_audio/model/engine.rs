@@ -22,7 +22,7 @@ use super::features;
 use super::load_error::LoadError;
 use super::weights::WeightFile;
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::generation::frame_threads::FrameThreads;
+use crate::lfm2_audio::generation::frame_threads::{FrameThreads, StepThreads};
 use crate::lfm2_audio::io::audio::{self, ReadOptions};
 use crate::lfm2_audio::io::package::ModelPackage;
 use crate::lfm2_audio::text::tokenizer::Tokenizer;
@@ -48,6 +48,12 @@ pub struct ModelOptions {
     /// per frame, one thread from 18.8 to 18 ms). A positive count fixes it (e.g. the thread
     /// count on a machine dedicated to the engine). The bytes are the same either way.
     pub frame_threads: usize,
+    /// CPU threads for the backbone's single-position steps (a text token, an audio frame's
+    /// forward). Default 0: `n_threads`, and one thread tried (and kept while it is cheaper)
+    /// when steps become markedly slower than the fastest seen, as happens when another process
+    /// holds a core; apart for text steps and frames; prefills keep `n_threads`. A positive
+    /// count fixes it. The bytes are the same either way.
+    pub step_threads: usize,
     /// Longest audio accepted in one pass, seconds.
     pub max_audio_seconds: f64,
     /// Positions of the context (prompt + generated steps).
@@ -63,6 +69,7 @@ impl Default for ModelOptions {
         ModelOptions {
             n_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             frame_threads: 0,
+            step_threads: 0,
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
             repack: crate::ggml::repack_by_default(),
@@ -357,6 +364,23 @@ impl Lfm2Audio {
             backend.clone()
         };
         FrameThreads::new(b, self.inner.options.frame_threads, n)
+    }
+
+    /// The thread policies of the backbone's single-position steps on `backend` (the decode
+    /// cache's), following [`ModelOptions::step_threads`]: one for text steps, one for the
+    /// forward of each audio frame (they cost differently, so each is measured on its own).
+    /// The full count comes back when they are dropped.
+    pub(crate) fn step_threads(&self, backend: &Backend) -> Result<[StepThreads; 2], EngineError> {
+        // why read once: a fixed count set by the first policy would be read by the second.
+        let n = backend
+            .n_threads()
+            .unwrap_or(self.inner.options.n_threads)
+            .max(1);
+        let fixed = self.inner.options.step_threads;
+        Ok([
+            StepThreads::new(backend.clone(), fixed, n)?,
+            StepThreads::new(backend.clone(), fixed, n)?,
+        ])
     }
 
     /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,
