@@ -30,6 +30,28 @@ fn check_params(op: &'static str, s: [i64; 2], p: [i64; 2], d: [i64; 2]) -> Resu
     Ok(())
 }
 
+/// The checks every direct convolution makes first: an F32 or F16 kernel and F32 data, both
+/// contiguous (the CPU kernels abort on anything else), and valid parameters.
+fn check_direct(
+    op: &'static str,
+    kernel: Tensor<'_>,
+    data: Tensor<'_>,
+    s: [i64; 2],
+    p: [i64; 2],
+    d: [i64; 2],
+) -> Result<()> {
+    expect_type(op, "kernel", kernel, F32_F16)?;
+    expect_type(op, "data", data, F32_ONLY)?;
+    expect_contiguous(op, "kernel", kernel)?;
+    expect_contiguous(op, "data", data)?;
+    check_params(op, s, p, d)
+}
+
+/// Stride, padding and dilation as the C `int`s ggml takes (checked by [`check_params`]).
+fn c_params(s: [i64; 2], p: [i64; 2], d: [i64; 2]) -> [i32; 6] {
+    [s[0], s[1], p[0], p[1], d[0], d[1]].map(|v| v as i32)
+}
+
 /// Output width and height of a 2-d convolution of `data` by `kernel`, both positive.
 fn out_size(
     op: &'static str,
@@ -62,13 +84,9 @@ impl Context {
         dilation: [i64; 2],
     ) -> Result<Tensor<'a>> {
         const OP: &str = "conv_2d_dw_direct";
-        expect_type(OP, "kernel", a, F32_F16)?;
-        expect_type(OP, "data", b, F32_ONLY)?;
-        expect_contiguous(OP, "kernel", a)?;
-        // why: the CPU kernel supports WHCN-contiguous data (and a CWHN permutation we do not
-        // produce); anything else aborts the process.
-        expect_contiguous(OP, "data", b)?;
-        check_params(OP, stride, padding, dilation)?;
+        // why contiguous: the CPU kernel takes WHCN-contiguous data (channels-fastest data goes
+        // through `conv_2d_dw_direct_cwhn`); anything else aborts the process.
+        check_direct(OP, a, b, stride, padding, dilation)?;
         let (na, nb) = (a.ne(), b.ne());
         if na[2] != 1 || na[3] != nb[2] {
             return Err(GgmlError::shape(
@@ -82,9 +100,7 @@ impl Context {
         }
         let (ow, oh) = out_size(OP, na, nb, stride, padding, dilation)?;
         check_new_shape(OP, GgmlType::F32, &[ow, oh, nb[2], nb[3]])?;
-        let [s0, s1] = stride.map(|v| v as i32);
-        let [p0, p1] = padding.map(|v| v as i32);
-        let [d0, d1] = dilation.map(|v| v as i32);
+        let [s0, s1, p0, p1, d0, d1] = c_params(stride, padding, dilation);
         // SAFETY: `a` and `b` are live; `a.ne[2] == 1` and `a.ne[3] == b.ne[2]` (ggml's asserts),
         // the output shape is valid, and the CPU kernel's type (F32/F16 kernel, F32 data) and
         // layout (contiguous data) requirements hold.
@@ -111,11 +127,7 @@ impl Context {
         dilation: [i64; 2],
     ) -> Result<Tensor<'a>> {
         const OP: &str = "conv_2d_dw_direct_cwhn";
-        expect_type(OP, "kernel", a, F32_F16)?;
-        expect_type(OP, "data", b, F32_ONLY)?;
-        expect_contiguous(OP, "kernel", a)?;
-        expect_contiguous(OP, "data", b)?;
-        check_params(OP, stride, padding, dilation)?;
+        check_direct(OP, a, b, stride, padding, dilation)?;
         let (na, nb) = (a.ne(), b.ne());
         if na[2] != 1 || na[3] != nb[0] || nb[0] < 2 {
             return Err(GgmlError::shape(
@@ -136,9 +148,7 @@ impl Context {
         let dims = [nb[1], nb[2], nb[0], nb[3]];
         let (ow, oh) = out_size(OP, na, dims, stride, padding, dilation)?;
         check_new_shape(OP, GgmlType::F32, &[ow, oh, nb[0], nb[3]])?;
-        let [s0, s1] = stride.map(|v| v as i32);
-        let [p0, p1] = padding.map(|v| v as i32);
-        let [d0, d1] = dilation.map(|v| v as i32);
+        let [s0, s1, p0, p1, d0, d1] = c_params(stride, padding, dilation);
         // SAFETY: `k` and `x` are live; `k.ne[2] == 1` and `k.ne[3] == x.ne[2]` (ggml's
         // asserts); `x` is contiguous in its channels (`nb[2]` the element size, `nb[0]` and
         // `nb[1]` larger, as C >= 2) and `k`'s strides satisfy the channels-fastest kernel's
@@ -179,9 +189,7 @@ impl Context {
         }
         let (ow, oh) = out_size(OP, na, nb, stride, padding, dilation)?;
         check_new_shape(OP, GgmlType::F32, &[ow, oh, na[3], nb[3]])?;
-        let [s0, s1] = stride.map(|v| v as i32);
-        let [p0, p1] = padding.map(|v| v as i32);
-        let [d0, d1] = dilation.map(|v| v as i32);
+        let [s0, s1, p0, p1, d0, d1] = c_params(stride, padding, dilation);
         // SAFETY: `a` and `b` are live; `a.ne[2] == b.ne[2]` (ggml's assert), the output shape
         // is valid, and the CPU kernel's requirements hold (contiguous F32/F16 kernel, F32 data
         // read through its strides).

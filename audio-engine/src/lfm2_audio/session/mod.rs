@@ -196,6 +196,12 @@ impl Session {
                 None,
             )
         });
+        self.keep_ahead(started);
+    }
+
+    /// Keeps a started prefill-ahead worker; if it could not start, the (taken) prefill cache is
+    /// lost and the failure is reported as background work: reuse is lost, no output changes.
+    fn keep_ahead(&mut self, started: Result<Ahead, EngineError>) {
         match started {
             Ok(a) => self.ahead = Some(a),
             Err(e) => {
@@ -437,23 +443,15 @@ impl Session {
             }
         };
         let cache = std::mem::take(&mut self.prefill);
-        match Ahead::spawn(
+        let started = Ahead::spawn(
             self.model.clone(),
             backend.clone(),
             cache,
             prompt,
             input.rows,
             Some(artifact),
-        ) {
-            Ok(a) => self.ahead = Some(a),
-            Err(e) => {
-                self.prefill = PrefillCache::new(self.options.prefill_slots);
-                self.background = Some(BackgroundWork {
-                    failed: Some(e.chain()),
-                    ..Default::default()
-                });
-            }
-        }
+        );
+        self.keep_ahead(started);
     }
 
     /// The audio-in embeddings of 16 kHz mono samples (as [`Lfm2Audio::encode_audio`]), on the
