@@ -54,6 +54,27 @@ pub struct LiquidFigures {
     pub runs_s: Vec<f64>,
 }
 
+impl EncoderFigures {
+    /// The figures as JSON (for `--json`).
+    pub fn json(&self) -> serde_json::Value {
+        let liquid = match &self.liquid {
+            Some(Ok(l)) => serde_json::json!({
+                "version": l.version, "torch": l.torch, "threads": l.threads,
+                "frames": l.frames, "total_s": l.total_s, "features_s": l.features_s,
+                "encoder_s": l.encoder_s, "runs_s": l.runs_s,
+                "ratio": l.total_s / self.total_s,
+            }),
+            Some(Err(why)) => serde_json::json!({ "error": why }),
+            None => serde_json::Value::Null,
+        };
+        serde_json::json!({
+            "audio_s": self.audio_s, "frames": self.frames, "total_s": self.total_s,
+            "runs_s": self.runs_s, "digest": format!("{:016x}", self.digest),
+            "liquid_audio": liquid,
+        })
+    }
+}
+
 /// `$XDG_CACHE_HOME` (else `~/.cache`) + `lfm2-engine/liquid-venv/bin/python`, if it exists.
 pub fn default_liquid_python() -> Option<PathBuf> {
     let base = std::env::var_os("XDG_CACHE_HOME")

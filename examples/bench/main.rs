@@ -858,7 +858,14 @@ fn main() -> Result<()> {
         mib(rss0)
     );
     if a.encoder_only {
-        return encoder_and_floor(&a, &model, step_bytes, None);
+        let extra = encoder_and_floor(&a, &model, step_bytes, None)?;
+        if a.json {
+            println!(
+                "BENCH_JSON {}",
+                json!({ "quant": a.quant.to_string(), "threads": a.threads, "encoder_and_floor": extra })
+            );
+        }
+        return Ok(());
     }
     let questions: Vec<Vec<u8>> = (0..a.turns as usize)
         .map(|t| question_wav(t, a.question_seconds))
@@ -1223,7 +1230,7 @@ fn main() -> Result<()> {
     };
     // why last: the encoder's 10 s graph and the bandwidth probe's 1 GiB buffer would otherwise
     // count in the conversation's peak RSS.
-    encoder_and_floor(&a, &model, step_bytes, Some(measured))?;
+    let extra = encoder_and_floor(&a, &model, step_bytes, Some(measured))?;
 
     if a.json {
         let v = json!({
@@ -1232,6 +1239,7 @@ fn main() -> Result<()> {
             "steps": a.steps, "question_seconds": a.question_seconds,
             "load_s": load_s, "peak_rss": peak, "identical": identical,
             "wall_s": walls, "per_turn": per_turn_json, "llama": llama_json,
+            "encoder_and_floor": extra,
         });
         println!("BENCH_JSON {v}");
     }
@@ -1257,13 +1265,13 @@ struct StepMix {
 const LIQUID_AUDIO_ENCODE_10S: f64 = 0.31;
 
 /// The encoder figure and the measured bandwidth floor (with the conversation's figures beside
-/// it when there was one).
+/// it when there was one); returns both as JSON.
 fn encoder_and_floor(
     a: &Args,
     model: &Lfm2Audio,
     bytes: floor::StepBytes,
     measured: Option<StepMix>,
-) -> Result<()> {
+) -> Result<Value> {
     println!();
     let f = encoder::measure(
         model,
@@ -1289,5 +1297,12 @@ fn encoder_and_floor(
         .as_ref()
         .and_then(|m| Some((m.text_step?, m.frame?, m.rtf?)));
     floor::print(&fl, m, mix);
-    Ok(())
+    Ok(json!({
+        "encoder": f.json(),
+        "floor": {
+            "bandwidth_bytes_per_s": fl.bandwidth, "text_step_bytes": fl.bytes.text(),
+            "frame_bytes": fl.bytes.frame(), "text_step_s": fl.text_s(),
+            "frame_s": fl.frame_s(), "rtf": fl.rtf(mix.0, mix.1, mix.2),
+        },
+    }))
 }
