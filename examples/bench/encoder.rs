@@ -77,15 +77,7 @@ impl EncoderFigures {
 
 /// `$XDG_CACHE_HOME` (else `~/.cache`) + `lfm2-engine/liquid-venv/bin/python`, if it exists.
 pub fn default_liquid_python() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .filter(|v| !v.is_empty())
-                .map(|h| PathBuf::from(h).join(".cache"))
-        })?;
-    let p = base.join("lfm2-engine/liquid-venv/bin/python");
+    let p = crate::common::full::cache_base()?.join("lfm2-engine/liquid-venv/bin/python");
     p.exists().then_some(p)
 }
 

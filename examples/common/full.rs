@@ -60,10 +60,9 @@ impl Progress for Quiet {
     fn tensor(&mut self, _: &Path, _: &str, _: usize, _: usize) {}
 }
 
-/// Where the package of `quant` is cached by default: `$XDG_CACHE_HOME` (else `~/.cache`, else
-/// the temporary directory) + `lfm2-engine/full-synthetic-<seed>-<quant>`.
-pub fn default_full_dir(quant: Quant) -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
+/// The user's cache directory: `$XDG_CACHE_HOME`, else `~/.cache` (`None` without either).
+pub fn cache_base() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
         .or_else(|| {
@@ -71,7 +70,12 @@ pub fn default_full_dir(quant: Quant) -> PathBuf {
                 .filter(|v| !v.is_empty())
                 .map(|h| PathBuf::from(h).join(".cache"))
         })
-        .unwrap_or_else(std::env::temp_dir);
+}
+
+/// Where the package of `quant` is cached by default: [`cache_base`] (else the temporary
+/// directory) + `lfm2-engine/full-synthetic-<seed>-<quant>`.
+pub fn default_full_dir(quant: Quant) -> PathBuf {
+    let base = cache_base().unwrap_or_else(std::env::temp_dir);
     base.join("lfm2-engine")
         .join(format!("full-synthetic-{DEFAULT_SEED}-{quant:?}"))
 }

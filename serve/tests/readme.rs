@@ -20,15 +20,24 @@ use common::*;
 /// The base-URL line the README's examples start with (replaced by the test server's).
 const BASE_LINE: &str = "S=http://127.0.0.1:8080";
 
-/// The shell block under "Examples per route".
-fn examples_block(readme: &str) -> String {
+/// The first fenced ```` ```lang ```` block after `marker` in the README.
+fn fenced_block(readme: &str, marker: &str, lang: &str) -> String {
     let at = readme
-        .find("Examples per route")
-        .expect("the README has its \"Examples per route\" section");
+        .find(marker)
+        .unwrap_or_else(|| panic!("the README has no {marker:?}"));
     let rest = &readme[at..];
-    let open = rest.find("```sh\n").expect("a ```sh block") + "```sh\n".len();
+    let fence = format!("```{lang}\n");
+    let open = rest
+        .find(&fence)
+        .unwrap_or_else(|| panic!("no ```{lang} block after {marker:?}"))
+        + fence.len();
     let close = rest[open..].find("\n```").expect("the block ends") + open;
     rest[open..close].to_owned()
+}
+
+/// The shell block under "Examples per route".
+fn examples_block(readme: &str) -> String {
+    fenced_block(readme, "Examples per route", "sh")
 }
 
 /// The block's commands: comment lines dropped, lines joined while a single-quoted string is
@@ -249,13 +258,7 @@ async fn the_readme_curl_examples_work_against_a_server() {
 
 /// The README's config file example (the ```toml block of its "Config file" paragraph).
 fn config_block(readme: &str) -> String {
-    let at = readme
-        .find("Config file (`--config`")
-        .expect("the README's config file paragraph");
-    let rest = &readme[at..];
-    let open = rest.find("```toml\n").expect("a ```toml block") + "```toml\n".len();
-    let close = rest[open..].find("\n```").expect("the block ends") + open;
-    rest[open..close].to_owned()
+    fenced_block(readme, "Config file (`--config`", "toml")
 }
 
 #[test]
@@ -326,13 +329,7 @@ const SDK_BASE_URL: &str = "base_url=\"http://127.0.0.1:8080/v1\"";
 
 /// The ```python block of the README's OpenAI SDK paragraph.
 fn python_block(readme: &str) -> String {
-    let at = readme
-        .find("With the official OpenAI Python SDK")
-        .expect("the README's OpenAI Python SDK paragraph");
-    let rest = &readme[at..];
-    let open = rest.find("```python\n").expect("a ```python block") + "```python\n".len();
-    let close = rest[open..].find("\n```").expect("the block ends") + open;
-    rest[open..close].to_owned()
+    fenced_block(readme, "With the official OpenAI Python SDK", "python")
 }
 
 /// A Python interpreter that imports `openai`: `$LFM2E_PYTHON`, else `python3`; Err says why
