@@ -126,6 +126,17 @@ unsafe impl Send for BufferType {}
 // SAFETY: see `Send`; the handle is never used to mutate the buffer type.
 unsafe impl Sync for BufferType {}
 
+impl BufferType {
+    /// The bytes a buffer of this type needs for `t` (ggml's `get_alloc_size`): its plain size
+    /// for most types, more for layouts that store extra data per block (AMX keeps a
+    /// compensation term per tile column, so a Q8_0 matrix needs more than its rows).
+    pub(crate) fn alloc_size(self, t: super::Tensor<'_>) -> usize {
+        // SAFETY: the buffer type is live and `t` is a live tensor; the query reads its type
+        // and shape.
+        unsafe { sys::ggml_backend_buft_get_alloc_size(self.0.as_ptr(), t.as_ptr()) }
+    }
+}
+
 pub(crate) struct BackendInner {
     raw: Mutex<RawBackend>,
     name: String,

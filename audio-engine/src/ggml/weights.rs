@@ -327,7 +327,7 @@ impl WeightStore {
                     .collect();
                 let size = members
                     .iter()
-                    .map(|&i| pad(tensors[i].nbytes(), align.max(1)))
+                    .map(|&i| pad(buft.alloc_size(tensors[i]), align.max(1)))
                     .sum::<usize>();
                 let buffer = BackendBuffer::of_type(buft, size, backend)?;
                 for &i in &members {
