@@ -127,9 +127,10 @@ const HEADER: &str = "\
 # `ended` values are written as they are.
 #
 # Recorded for the CPU variant the file is named after, with one ggml thread per engine and the
-# default weight placement: Q4_0 matrices repacked for the CPU's kernels (`CPU_REPACK`), so the
-# q4_0 lines pin the repacked kernels' bits (`LFM2_NO_REPACK=1` computes the plain kernels'
-# other bits; F32 and Q8_0 have no repack kernel on x86_64 and are the same either way).
+# default weight placement: quantized matrices in the CPU backend's extra buffer types where ggml
+# has kernels for them (`CPU_REPACK`: Q4_0 with AVX2; `AMX`: Q4_0 and Q8_0 on CPUs with AMX-INT8,
+# which come first), so those lines pin those kernels' bits (`LFM2_NO_REPACK=1` computes the
+# plain kernels' other bits; F32 has no such kernel and is the same either way).
 # Regenerate (only when an output change is intended, on a machine of that variant) with:
 #   GOLDEN_UPDATE=1 cargo test -p audio-engine --test golden_digests
 ";
