@@ -1,9 +1,9 @@
 //! Multi-turn speech-to-speech through a `Session` on the tiny synthetic package: the history
 //! travels as artifacts, prefill blocks and encoder outputs are reused (each later turn of a
-//! four-turn conversation runs only its new question: the previous prompt's blocks come back,
-//! and the reply was prefilled ahead), and every turn's text, audio and reply artifact are
-//! byte-identical to a session without caches, to one that does not prefill ahead, and to a
-//! fresh one.
+//! four-turn conversation, and of a ten-turn one, runs only its new question: the previous
+//! prompt's blocks come back, and the reply was prefilled ahead), and every turn's text, audio
+//! and reply artifact are byte-identical to a session without caches, to one that does not
+//! prefill ahead, and to a fresh one.
 
 mod common;
 
@@ -244,6 +244,71 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     same(&cached.s2s(last_req).unwrap(), last);
     // This prompt ran before: every block but its last (the new question) comes back.
     assert_eq!(cached.resumed_prefill_steps(), last_resumed);
+}
+
+/// The long protocol: ten turns (short replies, so the tiny model's context holds
+/// them). Every turn equals a session without caches and, from turn 2 on, restores all of the
+/// previous prompt, the previous reply and its closing markup, so it prefills only its new
+/// question (one position per 80 ms of audio) and the markup around it. The tenth turn in a
+/// fresh session gives the same bytes too.
+#[test]
+fn ten_turns_each_prefill_only_their_new_question_without_changing_bytes() {
+    let e = engine(Quant::F32);
+    let mut cached = Session::new(e.clone(), SessionOptions::default());
+    let mut plain = Session::new(
+        e.clone(),
+        SessionOptions {
+            prefill_slots: 0,
+            kept_questions: 0,
+            ..Default::default()
+        },
+    );
+    let mut history: Vec<Artifact> = Vec::new();
+    let mut prev: Option<(usize, usize)> = None;
+    let mut closing = None;
+    let mut fresh_per_turn = Vec::new();
+    let mut last = None;
+    for i in 0..10 {
+        let mut req = request(i, &history);
+        req.s2s.max_new_tokens = 24;
+        let a = cached.s2s(&req).unwrap();
+        same(&a, &plain.s2s(&req).unwrap());
+        let len = a.reply.prompt_positions;
+        let resumed = a.reply.resumed_prefill_steps;
+        assert_eq!(plain.resumed_prefill_steps(), 0);
+        assert_eq!(cached.reused_questions(), i);
+        if let Some((prev_len, prev_steps)) = prev {
+            let bg = a.background.clone().expect("the reply was prefilled ahead");
+            assert!(!bg.stopped && bg.failed.is_none(), "turn {}: {bg:?}", i + 1);
+            assert_eq!(bg.restored_positions, prev_len, "turn {}", i + 1);
+            let markup = bg.prefilled_positions - prev_steps;
+            assert!(markup > 0);
+            assert_eq!(*closing.get_or_insert(markup), markup, "turn {}", i + 1);
+            assert_eq!(resumed, prev_len + prev_steps + markup, "turn {}", i + 1);
+            // 16 kHz audio, 10 ms mel frames subsampled 8x: 1280 samples per position.
+            let question_positions = (24_000 + 8_000 * i).div_ceil(1280);
+            assert!(
+                len - resumed <= question_positions + 16,
+                "turn {}: {} new positions for a {question_positions}-position question",
+                i + 1,
+                len - resumed
+            );
+            fresh_per_turn.push(len - resumed);
+        }
+        prev = Some((len, a.reply.steps.len()));
+        history.push(Artifact {
+            id: QUESTION_ID.to_owned(),
+            kind: ArtifactKind::Custom,
+            payload: question(i),
+            meta: BTreeMap::new(),
+        });
+        history.push(a.artifact.clone().unwrap());
+        last = Some((req, a));
+    }
+    println!("positions prefilled by turns 2-10: {fresh_per_turn:?}");
+    let (req, a) = last.unwrap();
+    let mut fresh = Session::new(e, SessionOptions::default());
+    same(&fresh.s2s(&req).unwrap(), &a);
 }
 
 #[test]
