@@ -7,17 +7,15 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
-use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
+use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
     EngineError, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
 };
 
-use common::package::engine;
-use common::wav::question;
+use common::package::{engine, uncached_session};
+use common::wav::{question, question_artifact};
 
 fn s2s() -> S2sOptions {
     S2sOptions {
@@ -49,14 +47,7 @@ fn same(a: &TurnResult, b: &TurnResult) {
 fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     let e = engine(Quant::F32);
     let mut cached = Session::new(e.clone(), SessionOptions::default());
-    let mut plain = Session::new(
-        e.clone(),
-        SessionOptions {
-            prefill_slots: 0,
-            kept_questions: 0,
-            ..Default::default()
-        },
-    );
+    let mut plain = uncached_session(&e);
     let mut no_ahead = Session::new(
         e.clone(),
         SessionOptions {
@@ -129,12 +120,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
         prev = Some((len, a.reply.steps.len()));
         last_resumed = resumed;
         let art = a.artifact.clone().unwrap();
-        history.push(Artifact {
-            id: QUESTION_ID.to_owned(),
-            kind: ArtifactKind::Custom,
-            payload: question(i),
-            meta: BTreeMap::new(),
-        });
+        history.push(question_artifact(i));
         history.push(art);
         requests.push((req, a));
     }
@@ -255,14 +241,7 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
 fn ten_turns_each_prefill_only_their_new_question_without_changing_bytes() {
     let e = engine(Quant::F32);
     let mut cached = Session::new(e.clone(), SessionOptions::default());
-    let mut plain = Session::new(
-        e.clone(),
-        SessionOptions {
-            prefill_slots: 0,
-            kept_questions: 0,
-            ..Default::default()
-        },
-    );
+    let mut plain = uncached_session(&e);
     let mut history: Vec<Artifact> = Vec::new();
     let mut prev: Option<(usize, usize)> = None;
     let mut closing = None;
@@ -296,12 +275,7 @@ fn ten_turns_each_prefill_only_their_new_question_without_changing_bytes() {
             fresh_per_turn.push(len - resumed);
         }
         prev = Some((len, a.reply.steps.len()));
-        history.push(Artifact {
-            id: QUESTION_ID.to_owned(),
-            kind: ArtifactKind::Custom,
-            payload: question(i),
-            meta: BTreeMap::new(),
-        });
+        history.push(question_artifact(i));
         history.push(a.artifact.clone().unwrap());
         last = Some((req, a));
     }
@@ -320,15 +294,7 @@ fn a_question_one_sample_off_is_encoded_again() {
     let mut first = request(0, &[]);
     first.s2s = opts.clone();
     let t1 = session.s2s(&first).unwrap();
-    let history = vec![
-        Artifact {
-            id: QUESTION_ID.to_owned(),
-            kind: ArtifactKind::Custom,
-            payload: question(0),
-            meta: BTreeMap::new(),
-        },
-        t1.artifact.unwrap(),
-    ];
+    let history = vec![question_artifact(0), t1.artifact.unwrap()];
     let mut second = request(1, &history);
     second.s2s = opts.clone();
     session.s2s(&second).unwrap();
@@ -346,14 +312,7 @@ fn a_question_one_sample_off_is_encoded_again() {
 fn another_request_stops_the_prefill_ahead_without_changing_bytes() {
     let e = engine(Quant::F32);
     let mut s = Session::new(e.clone(), SessionOptions::default());
-    let mut plain = Session::new(
-        e.clone(),
-        SessionOptions {
-            prefill_slots: 0,
-            kept_questions: 0,
-            ..Default::default()
-        },
-    );
+    let mut plain = uncached_session(&e);
     let t1 = s.s2s(&request(0, &[])).unwrap();
     // Another conversation comes first: the worker prefilling the first reply is stopped after
     // its current block (or had finished); the other request's bytes are its own.
@@ -366,15 +325,7 @@ fn another_request_stops_the_prefill_ahead_without_changing_bytes() {
     println!("stopped by another conversation: {bg:?}");
     assert!(bg.failed.is_none(), "{bg:?}");
     // The first conversation goes on, in the same bytes as without caches.
-    let history = vec![
-        Artifact {
-            id: QUESTION_ID.to_owned(),
-            kind: ArtifactKind::Custom,
-            payload: question(0),
-            meta: BTreeMap::new(),
-        },
-        t1.artifact.clone().unwrap(),
-    ];
+    let history = vec![question_artifact(0), t1.artifact.clone().unwrap()];
     let second = request(1, &history);
     same(&s.s2s(&second).unwrap(), &plain.s2s(&second).unwrap());
     // Waiting reports the second reply's prefill, run to its end.
@@ -386,12 +337,7 @@ fn another_request_stops_the_prefill_ahead_without_changing_bytes() {
     assert_eq!(s.background_work(), Some(&w));
     // ASR and TTS between turns stop the worker too, and the next turn's bytes still hold.
     let mut third_history = history.clone();
-    third_history.push(Artifact {
-        id: QUESTION_ID.to_owned(),
-        kind: ArtifactKind::Custom,
-        payload: question(1),
-        meta: BTreeMap::new(),
-    });
+    third_history.push(question_artifact(1));
     let t2 = s.s2s(&second).unwrap();
     third_history.push(t2.artifact.unwrap());
     s.tts("hello", &Default::default()).unwrap();

@@ -24,7 +24,7 @@ use audio_engine::lfm2_audio::{
 };
 
 use common::lfm2_tiny::input_signal;
-use common::package::{engine_with, package};
+use common::package::{engine_with, package, uncached_session};
 
 /// why: the memory test reads the process's resident set; the other tests must not allocate
 /// meanwhile, and two tests computing at once on two cores slow each other down.
@@ -374,14 +374,7 @@ fn with_repacked_q4_0_weights_every_identity_holds() {
 
     // Cached = uncached = fresh, over three turns (the third resumes prefill blocks).
     let mut cached = Session::new(e.clone(), SessionOptions::default());
-    let mut plain = Session::new(
-        e.clone(),
-        SessionOptions {
-            prefill_slots: 0,
-            kept_questions: 0,
-            ..Default::default()
-        },
-    );
+    let mut plain = uncached_session(&e);
     let mut history: Vec<Artifact> = Vec::new();
     let mut last = None;
     for i in 0..3 {

@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock};
 use audio_engine::lfm2_audio::convert::{convert, Progress};
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
-use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
+use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions, Session, SessionOptions};
 
 use super::lfm2_tiny::checkpoint_dir;
 
@@ -51,4 +51,17 @@ pub fn rel(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     let m = b.iter().fold(0f32, |m, v| m.max(v.abs()));
     a.iter().zip(b).fold(0f32, |e, (x, y)| e.max((x - y).abs())) / m
+}
+
+/// A session on `e` that keeps no prefill blocks and no encoder outputs: what every cached
+/// session's bytes are compared with.
+pub fn uncached_session(e: &Lfm2Audio) -> Session {
+    Session::new(
+        e.clone(),
+        SessionOptions {
+            prefill_slots: 0,
+            kept_questions: 0,
+            ..Default::default()
+        },
+    )
 }

@@ -1,5 +1,9 @@
 //! WAV bytes for test inputs.
 
+use std::collections::BTreeMap;
+
+use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
+
 /// 16-bit mono WAV bytes of `samples` at `rate` Hz.
 pub fn mono_i16(rate: u32, samples: impl IntoIterator<Item = i16>) -> Vec<u8> {
     let mut out = std::io::Cursor::new(Vec::new());
@@ -25,4 +29,14 @@ pub fn question(i: usize) -> Vec<u8> {
         16_000,
         (0..n).map(|t| ((((t * (7 + 3 * i)) % 400) as i32 - 200) * 60) as i16),
     )
+}
+
+/// Question `i` as the history artifact a client sends back with a later turn.
+pub fn question_artifact(i: usize) -> Artifact {
+    Artifact {
+        id: QUESTION_ID.to_owned(),
+        kind: ArtifactKind::Custom,
+        payload: question(i),
+        meta: BTreeMap::new(),
+    }
 }
