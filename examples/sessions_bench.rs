@@ -1,5 +1,5 @@
-//! Sessions side by side on one model: two speech-to-speech requests run by two sessions (one
-//! ggml thread each) at the same time, against the same two requests one after the other, on
+//! Sessions side by side on one model: speech-to-speech requests run by one session each at the
+//! same time, against the same requests one after the other, on
 //! the built-in demo package and (with `--full`) on a full-size synthetic package (the published
 //! LFM2-Audio dimensions, random weights). Prints the wall-time ratio (side by side / one after
 //! the other; 0.5 would be perfect scaling on two cores) and the memory an extra session takes
@@ -10,8 +10,15 @@
 //!
 //! ```text
 //! cargo run --release --example sessions_bench -- [--full] [--no-demo] [--quant Q4_0]
-//!                                                 [--rounds N] [--steps N] [--full-dir DIR]
+//!     [--rounds N] [--steps N] [--full-dir DIR] [--threads N] [--requests N]
+//!     [--compare-unbudgeted]
 //! ```
+//! `--threads N` is the model's thread count, which every session computes with (default 1);
+//! `--requests N` runs N requests together (default 2). The model's compute threads are one
+//! budget for all its sessions (`ModelOptions::max_compute_threads`); `--compare-unbudgeted`
+//! also runs each package with a budget of threads x requests, so that every session computes
+//! on its own threads at once (the engine before the budget), in the same run. `serve`'s
+//! defaults on a 2-core machine are `--threads 2 --requests 2`.
 //! The full-size package is generated deterministically (seed 11) the first time and cached in
 //! `--full-dir` (default `$XDG_CACHE_HOME/lfm2-engine/full-synthetic-11-<quant>`, shared with
 //! the `bench` example; see `examples/common/full.rs`); writing it takes minutes and about 7 GB
@@ -65,14 +72,9 @@ fn request(i: usize, steps: usize) -> S2sRequest {
     }
 }
 
+/// A fresh session computing on the model's thread count.
 fn session(model: &Lfm2Audio) -> Session {
-    Session::new(
-        model.clone(),
-        SessionOptions {
-            n_threads: Some(1),
-            ..Default::default()
-        },
-    )
+    Session::new(model.clone(), SessionOptions::default())
 }
 
 /// `VmRSS` or `VmHWM` of this process in bytes (Linux).
@@ -196,17 +198,41 @@ fn median(mut v: Vec<f64>) -> f64 {
     }
 }
 
-fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Result<()> {
+/// How the bench runs: the model's threads, whether they are a shared budget, the requests.
+#[derive(Clone, Copy)]
+struct Setup {
+    rounds: usize,
+    /// `ModelOptions::n_threads` (every session computes with it).
+    threads: usize,
+    /// `false`: `ModelOptions::max_compute_threads` so high that every session computes on
+    /// its own `threads` at once (the engine before the shared budget).
+    budget: bool,
+    /// Requests run together.
+    requests: usize,
+}
+
+fn bench(label: &str, paths: PackagePaths, setup: Setup, steps: usize) -> Result<()> {
+    let Setup {
+        rounds,
+        threads,
+        budget,
+        requests,
+    } = setup;
     let rss0 = status_kb("VmRSS:").unwrap_or(0);
     let model = Lfm2Audio::from_package(
         ModelPackage::open_paths(paths)?,
         ModelOptions {
-            n_threads: 1,
+            n_threads: threads,
+            max_compute_threads: if budget { 0 } else { threads * requests },
             ..Default::default()
         },
     )?;
+    let label = &format!(
+        "{label} {requests} x {threads} thread(s), {}",
+        if budget { "shared budget" } else { "no budget" }
+    );
     let rss_model = status_kb("VmRSS:").unwrap_or(0);
-    let reqs = [request(0, steps), request(1, steps)];
+    let reqs: Vec<S2sRequest> = (0..requests).map(|i| request(i, steps)).collect();
     // Warm-up (and the reference outputs).
     let want = one_after_the_other(&model, &reqs)?.out;
     let steps_done: Vec<usize> = want.iter().map(|t| t.reply.steps.len()).collect();
@@ -219,7 +245,7 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
     let base2 = status_kb("VmRSS:").unwrap_or(0);
     reset_peak();
     side_by_side(&model, &reqs)?;
-    let two = status_kb("VmHWM:").unwrap_or(0).saturating_sub(base2);
+    let all = status_kb("VmHWM:").unwrap_or(0).saturating_sub(base2);
 
     let (mut seq, mut par, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
     let (mut cpu_ratios, mut waits) = (Vec::new(), Vec::new());
@@ -254,20 +280,18 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
         waits.push((p.wait + s.wait) / (p.wall + s.wall));
     }
     println!(
-        "{label}: {} + {} steps per request pair; model {:.1} MiB RSS; median of {rounds} rounds: \
+        "{label}: {steps_done:?} steps per request; model {:.1} MiB RSS; median of {rounds} rounds: \
          one after the other {:.3} s, side by side {:.3} s, ratio {:.3}; peak RSS growth: one \
-         session {:.1} MiB, two side by side {:.1} MiB, so {:.1} MiB per extra session; cpu \
+         session {:.1} MiB, all side by side {:.1} MiB, so {:.1} MiB per extra session; cpu \
          time side by side / one after the other {:.3}; the threads waited for a core {:.0}% of \
          the wall time",
-        steps_done[0],
-        steps_done[1],
         mib(rss_model.saturating_sub(rss0)),
         median(seq),
         median(par),
         median(ratios),
         mib(one),
-        mib(two),
-        mib(two.saturating_sub(one)),
+        mib(all),
+        mib(all.saturating_sub(one) / (requests as u64 - 1)),
         median(cpu_ratios),
         100.0 * median(waits),
     );
@@ -277,6 +301,7 @@ fn bench(label: &str, paths: PackagePaths, rounds: usize, steps: usize) -> Resul
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut full, mut rounds, mut steps) = (false, 3usize, None::<usize>);
+    let (mut threads, mut requests, mut compare) = (1usize, 2usize, false);
     let mut quant = Quant::Q4_0;
     let mut full_dir: Option<PathBuf> = None;
     let mut demo = true;
@@ -285,6 +310,9 @@ fn main() -> Result<()> {
             "--full" => full = true,
             "--no-demo" => demo = false,
             "--rounds" => rounds = args.next().context("--rounds N")?.parse()?,
+            "--threads" => threads = args.next().context("--threads N")?.parse()?,
+            "--requests" => requests = args.next().context("--requests N")?.parse()?,
+            "--compare-unbudgeted" => compare = true,
             "--steps" => steps = Some(args.next().context("--steps N")?.parse()?),
             "--full-dir" => full_dir = Some(args.next().context("--full-dir DIR")?.into()),
             "--quant" => {
@@ -304,22 +332,33 @@ fn main() -> Result<()> {
             other => bail!("unknown argument {other}"),
         }
     }
-    if rounds == 0 {
-        bail!("--rounds must be positive");
+    if rounds == 0 || threads == 0 || requests < 2 {
+        bail!("--rounds and --threads must be positive, --requests at least 2");
     }
+    let budgets: &[bool] = if compare { &[true, false] } else { &[true] };
+    let mut runs = Vec::new();
     if demo {
-        let paths = ensure_demo_package(&default_demo_dir())?;
-        bench("demo", paths, rounds, steps.unwrap_or(300))?;
+        runs.push((
+            "demo".to_owned(),
+            ensure_demo_package(&default_demo_dir())?,
+            300,
+        ));
     }
     if full {
         let dir = full_dir.unwrap_or_else(|| default_full_dir(quant));
         let paths = ensure_full_package(&dir, quant)?;
-        bench(
-            &format!("full {quant:?}"),
-            paths,
-            rounds,
-            steps.unwrap_or(24),
-        )?;
+        runs.push((format!("full {quant:?}"), paths, 24));
+    }
+    for (label, paths, default_steps) in runs {
+        for &budget in budgets {
+            let setup = Setup {
+                rounds,
+                threads,
+                budget,
+                requests,
+            };
+            bench(&label, paths.clone(), setup, steps.unwrap_or(default_steps))?;
+        }
     }
     Ok(())
 }

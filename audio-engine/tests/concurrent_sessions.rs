@@ -3,23 +3,32 @@
 //! artifacts with `return_codes`, and a two-turn conversation whose second turn streams), and
 //! every result is byte-identical to the same requests run alone in a fresh session. No run
 //! looks a weight up by name: every layer holds its weights from load on.
+//!
+//! The model's compute threads are one budget for all its sessions
+//! (`ModelOptions::max_compute_threads`): sessions that each compute on two threads, on a model
+//! of two, never have more than two threads computing at once, and keep their bytes.
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::Instant;
 
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
 use audio_engine::lfm2_audio::{
-    AsrOptions, Lfm2Audio, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TtsOptions,
-    Voice,
+    AsrOptions, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
+    SessionOptions, TtsOptions, Voice,
 };
 
 use common::lfm2_tiny::input_signal;
-use common::package::engine;
+use common::package::{engine_with, package};
+
+/// why: the tests of this binary run at once; one of them computes on two threads, and two
+/// threads spinning at ggml's barriers beside other computes on two cores slow everything down
+/// by orders of magnitude.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 /// A deterministic 16 kHz question (an integer waveform, different per `i`).
 fn question(i: usize) -> Vec<u8> {
@@ -81,19 +90,24 @@ enum Job {
     },
 }
 
-fn session(e: &Lfm2Audio) -> Session {
+/// A session computing on `threads` threads.
+fn session(e: &Lfm2Audio, threads: usize) -> Session {
     Session::new(
         e.clone(),
         SessionOptions {
-            n_threads: Some(1),
+            n_threads: Some(threads),
             ..Default::default()
         },
     )
 }
 
 fn run(e: &Lfm2Audio, job: Job) -> Output {
+    run_on(e, job, 1)
+}
+
+fn run_on(e: &Lfm2Audio, job: Job, threads: usize) -> Output {
     let mut out = Output::default();
-    let mut s = session(e);
+    let mut s = session(e, threads);
     match job {
         Job::Asr => {
             let r = s
@@ -175,7 +189,16 @@ fn run(e: &Lfm2Audio, job: Job) -> Output {
 
 #[test]
 fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
-    let e = engine(Quant::F32);
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    // why a budget of four: one-thread graphs have no barriers to spin at, so four of them may
+    // compute at once even on two cores; that is what this test is about.
+    let e = engine_with(
+        Quant::F32,
+        ModelOptions {
+            max_compute_threads: 4,
+            ..Default::default()
+        },
+    );
     let lookups = audio_engine::ggml::weights::name_lookups();
     let jobs = [
         Job::Asr,
@@ -237,4 +260,68 @@ fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
         concurrent.as_secs_f64(),
         concurrent.as_secs_f64() / sequential.as_secs_f64()
     );
+}
+
+#[test]
+fn sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_each_alone() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let e = Lfm2Audio::from_package(
+        audio_engine::lfm2_audio::internals::package::ModelPackage::open_paths(package(
+            Quant::Q4_0,
+        ))
+        .unwrap(),
+        ModelOptions {
+            n_threads: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let jobs = [
+        Job::Asr,
+        Job::Tts,
+        Job::Chat {
+            first: 1,
+            turns: 2,
+            stream_last: true,
+        },
+    ];
+    let alone: Vec<Output> = jobs.iter().map(|&j| run_on(&e, j, 2)).collect();
+    let before = e.compute_thread_stats().unwrap();
+    assert_eq!(before.peak_in_use, 2, "{before:?}");
+    assert_eq!(
+        before.waits, 0,
+        "one session at a time never waits: {before:?}"
+    );
+
+    let barrier = Arc::new(Barrier::new(jobs.len()));
+    let together: Vec<Output> = std::thread::scope(|sc| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|&job| {
+                let (e, barrier) = (e.clone(), barrier.clone());
+                sc.spawn(move || {
+                    barrier.wait();
+                    run_on(&e, job, 2)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let after = e.compute_thread_stats().unwrap();
+    assert_eq!(
+        after.peak_in_use, 2,
+        "more threads computed at once than the model has"
+    );
+    assert!(
+        after.waits > 0,
+        "three sessions side by side never waited for threads: {after:?}"
+    );
+    // The same work again, side by side, all of it through the budget.
+    assert!(
+        after.computes - before.computes >= before.computes * 9 / 10,
+        "{before:?} {after:?}"
+    );
+    for ((job, a), b) in jobs.iter().zip(&alone).zip(&together) {
+        assert!(a == b, "{job:?}: bytes differ when run beside the others");
+    }
 }

@@ -11,6 +11,7 @@ use super::error::{ComputeStatus, GgmlError, Result};
 use super::graph::Graph;
 use super::log;
 use super::tensor::Tensor;
+use super::thread_budget::ThreadBudget;
 
 /// Kind of a backend device (`enum ggml_backend_dev_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -144,6 +145,9 @@ pub(crate) struct BackendInner {
     buffer_type: BufferType,
     /// The thread count last set through [`Backend::set_n_threads`] (0: never set).
     threads: std::sync::atomic::AtomicUsize,
+    /// The compute threads this instance shares with others ([`Backend::share_thread_budget`]);
+    /// `None`: its computes take what they ask for.
+    budget: Mutex<Option<Arc<ThreadBudget>>>,
 }
 
 /// A compute backend: the CPU, or a GPU when the crate is built with `cuda` or `metal`.
@@ -311,6 +315,7 @@ impl Backend {
                 is_cpu,
                 buffer_type,
                 threads: std::sync::atomic::AtomicUsize::new(0),
+                budget: Mutex::new(None),
             }),
             repack: repack_by_default(),
         })
@@ -391,7 +396,28 @@ impl Backend {
         // SAFETY: `dev` is a registered device (devices live for the program); null params
         // select the device's defaults; ggml returns null on failure.
         let raw = unsafe { sys::ggml_backend_dev_init(dev.as_ptr(), std::ptr::null()) };
-        Ok(Backend::from_raw(raw, self.name())?.with_weight_repack(self.repack))
+        let instance = Backend::from_raw(raw, self.name())?.with_weight_repack(self.repack);
+        if let Some(b) = self.thread_budget() {
+            instance.share_thread_budget(b);
+        }
+        Ok(instance)
+    }
+
+    /// Makes this backend's CPU graph computes (and those of instances made from it
+    /// afterwards with [`Backend::new_instance`]) take their threads from `budget`: a compute
+    /// waits until the threads it runs with are free, and runs with at most the budget's
+    /// total. Other devices ignore it.
+    pub fn share_thread_budget(&self, budget: Arc<ThreadBudget>) {
+        *self.inner.budget.lock().unwrap_or_else(|e| e.into_inner()) = Some(budget);
+    }
+
+    /// The thread budget this backend's computes take from, if any.
+    pub fn thread_budget(&self) -> Option<Arc<ThreadBudget>> {
+        self.inner
+            .budget
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The backend's name (e.g. `"CPU"`).
@@ -483,11 +509,32 @@ impl Backend {
     /// [`mapped_file`](super::mapped_file)).
     pub fn compute(&self, graph: &Graph<'_>) -> Result<()> {
         self.validate(graph)?;
+        let set = self
+            .n_threads()
+            .unwrap_or(sys::GGML_DEFAULT_N_THREADS as usize);
+        // why before the lock: a compute waiting for threads must not block this handle's
+        // other calls.
+        let permit = match self.thread_budget() {
+            Some(b) if self.inner.is_cpu => Some(b.acquire(set)),
+            _ => None,
+        };
         let raw = self.lock();
+        // A wish above the budget's total runs on the total for this compute.
+        let limited = permit.as_ref().map(|p| p.threads()).filter(|&n| n < set);
+        if let Some(n) = limited {
+            // SAFETY: the backend is live and a CPU backend; `n` is at least 1.
+            unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), n as c_int) };
+        }
         // SAFETY: the backend and the graph are live, and every member tensor is allocated in
         // memory the backend accepts, has a supported op and in-range row indices (checked by
         // `validate`), so the compute cannot read or write outside tensor memory.
         let status = unsafe { sys::ggml_backend_graph_compute(raw.as_ptr(), graph.as_ptr()) };
+        if limited.is_some() {
+            // SAFETY: as above; `set` is the count the handle had (in 1..=GGML_MAX_N_THREADS).
+            unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), set as c_int) };
+        }
+        drop(raw);
+        drop(permit);
         match status {
             sys::GGML_STATUS_SUCCESS => Ok(()),
             s => Err(GgmlError::ComputeFailed {

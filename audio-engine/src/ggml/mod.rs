@@ -22,6 +22,7 @@ pub mod mapped_file;
 pub mod ops;
 pub mod quant;
 pub mod tensor;
+pub mod thread_budget;
 pub mod weights;
 
 pub use backend::{devices, repack_by_default, Backend, DeviceInfo, DeviceKind};
@@ -35,4 +36,5 @@ pub use log::{set_log_callback, LogLevel};
 pub use mapped_file::MappedFile;
 pub use ops::{GluOp, Precision, RopeMode, RopeParams, UnaryOp};
 pub use tensor::Tensor;
+pub use thread_budget::{ThreadBudget, ThreadBudgetStats};
 pub use weights::{LoadOptions, Param, Placement, TensorSpec, WeightStore};

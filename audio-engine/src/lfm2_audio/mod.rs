@@ -41,6 +41,7 @@ mod text;
 mod tooling;
 
 // The facade: what an application needs, importable from here alone.
+pub use crate::ggml::ThreadBudgetStats;
 pub use error::EngineError;
 pub use generation::reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings, StepTimings};
 pub use generation::sampling::SamplerConfig;

@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::ggml::{Backend, GgmlError, GraphAllocator};
+use crate::ggml::{Backend, GgmlError, GraphAllocator, ThreadBudget, ThreadBudgetStats};
 
 use super::backbone::{AudioCodeTable, Backbone, DecodeCache, ForwardOutput, Position, Rows};
 use super::depthformer::Depthformer;
@@ -41,6 +41,13 @@ pub const DEFAULT_CONTEXT: usize = 8192;
 pub struct ModelOptions {
     /// Threads for CPU compute.
     pub n_threads: usize,
+    /// The most CPU threads computing at once for this model, over every session and call that
+    /// use it (steps, prefills, encoders, prefill ahead): a graph waits until the threads it
+    /// runs with are free, so concurrent requests never put more spinning compute threads on
+    /// the machine than this (see [`crate::ggml::thread_budget`]). A session asking for more
+    /// threads ([`SessionOptions::n_threads`](crate::lfm2_audio::SessionOptions::n_threads))
+    /// computes on this many. Default 0: `n_threads`.
+    pub max_compute_threads: usize,
     /// CPU threads for the small graphs every audio frame runs (the depthformer's one per
     /// codebook, the detokenizer's). Default 0: each reply measures frames on the backbone's
     /// thread count and on one thread and keeps the cheaper, probing again as it goes (with
@@ -68,6 +75,7 @@ impl Default for ModelOptions {
     fn default() -> Self {
         ModelOptions {
             n_threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            max_compute_threads: 0,
             frame_threads: 0,
             step_threads: 0,
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
@@ -183,6 +191,12 @@ impl Lfm2Audio {
             backend
                 .set_n_threads(options.n_threads.max(1))
                 .map_err(backend_err(&mmproj_path))?;
+            let total = match options.max_compute_threads {
+                0 => options.n_threads,
+                n => n,
+            };
+            // why on the model's backend: every run instance is made from it and shares it.
+            backend.share_thread_budget(ThreadBudget::new(total));
         }
         let tokenizer = Tokenizer::from_gguf(&package.backbone.gguf)?;
         // why: the JP and EN checkpoints share every shape; a reply artifact names its language
@@ -306,6 +320,12 @@ impl Lfm2Audio {
     /// The options the model was loaded with.
     pub fn options(&self) -> &ModelOptions {
         &self.inner.options
+    }
+
+    /// What the CPU compute-thread budget shared by this model's sessions and calls has seen
+    /// ([`ModelOptions::max_compute_threads`]); `None` on other devices.
+    pub fn compute_thread_stats(&self) -> Option<ThreadBudgetStats> {
+        self.inner.backend.thread_budget().map(|b| b.stats())
     }
 
     /// Reads a WAV (any rate, any channel count) as mono 16 kHz, within the one-pass limit.

@@ -1,0 +1,194 @@
+//! A budget of CPU compute threads shared by every backend instance of one loaded model.
+//!
+//! Each CPU graph compute starts its own worker threads, and ggml's workers meet at spinning
+//! barriers. Two sessions that each compute on all the cores therefore put twice as many
+//! spinning threads on the machine as it has cores, and every barrier then waits for a thread
+//! the kernel has descheduled: two concurrent requests took 4x their time alone. So a compute
+//! first takes as many threads from the budget as it runs with (at most the budget's total)
+//! and gives them back when it ends; a compute that does not fit waits. Waiters are served in
+//! arrival order and the first waiter is never overtaken, even by a compute that would fit
+//! beside the running ones: a graph on all the threads would otherwise starve behind a stream
+//! of one-thread graphs. The thread count never changes a bit of the output, so waiting only
+//! moves time.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+/// What a budget has seen since it was made (see [`ThreadBudget::stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadBudgetStats {
+    /// The most compute threads in use at once.
+    pub peak_in_use: usize,
+    /// Computes that had to wait for threads.
+    pub waits: u64,
+    /// Computes run under the budget.
+    pub computes: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    in_use: usize,
+    /// Tickets of the waiting computes, oldest first.
+    queue: VecDeque<u64>,
+    next_ticket: u64,
+    stats: ThreadBudgetStats,
+}
+
+/// A shared count of CPU compute threads (see the module docs).
+#[derive(Debug)]
+pub struct ThreadBudget {
+    total: usize,
+    state: Mutex<State>,
+    freed: Condvar,
+}
+
+/// Threads taken from a [`ThreadBudget`], given back when dropped.
+#[derive(Debug)]
+pub(crate) struct ThreadPermit {
+    budget: Arc<ThreadBudget>,
+    threads: usize,
+}
+
+impl ThreadBudget {
+    /// A budget of `total` threads (at least one).
+    pub fn new(total: usize) -> Arc<ThreadBudget> {
+        Arc::new(ThreadBudget {
+            total: total.max(1),
+            state: Mutex::new(State::default()),
+            freed: Condvar::new(),
+        })
+    }
+
+    /// The most threads computing at once.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Counts since the budget was made.
+    pub fn stats(&self) -> ThreadBudgetStats {
+        self.lock().stats
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // why ignore poisoning: the state is a few counters updated without panicking code
+        // between the lock and the unlock.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes `want` threads (clamped to `1..=total`), waiting for them in arrival order.
+    pub(crate) fn acquire(self: &Arc<Self>, want: usize) -> ThreadPermit {
+        let threads = want.clamp(1, self.total);
+        let mut s = self.lock();
+        if s.queue.is_empty() && s.in_use + threads <= self.total {
+            return self.grant(s, threads);
+        }
+        let ticket = s.next_ticket;
+        s.next_ticket += 1;
+        s.queue.push_back(ticket);
+        s.stats.waits += 1;
+        loop {
+            s = self.freed.wait(s).unwrap_or_else(|e| e.into_inner());
+            if s.queue.front() == Some(&ticket) && s.in_use + threads <= self.total {
+                s.queue.pop_front();
+                // why notify: the next waiter may fit beside this compute.
+                self.freed.notify_all();
+                return self.grant(s, threads);
+            }
+        }
+    }
+
+    fn grant(self: &Arc<Self>, mut s: MutexGuard<'_, State>, threads: usize) -> ThreadPermit {
+        s.in_use += threads;
+        s.stats.computes += 1;
+        s.stats.peak_in_use = s.stats.peak_in_use.max(s.in_use);
+        ThreadPermit {
+            budget: Arc::clone(self),
+            threads,
+        }
+    }
+}
+
+impl ThreadPermit {
+    /// The threads this permit holds.
+    pub(crate) fn threads(&self) -> usize {
+        self.threads
+    }
+}
+
+impl Drop for ThreadPermit {
+    fn drop(&mut self) {
+        let mut s = self.budget.lock();
+        s.in_use -= self.threads;
+        drop(s);
+        self.budget.freed.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    #[test]
+    fn computes_never_hold_more_threads_than_the_total() {
+        let budget = ThreadBudget::new(3);
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        std::thread::scope(|sc| {
+            for w in 0..6 {
+                let (budget, running, most) = (&budget, &running, &most);
+                sc.spawn(move || {
+                    for i in 0..40 {
+                        let p = budget.acquire(1 + (w + i) % 4);
+                        let now = running.fetch_add(p.threads(), Ordering::SeqCst) + p.threads();
+                        most.fetch_max(now, Ordering::SeqCst);
+                        std::thread::sleep(Duration::from_micros(200));
+                        running.fetch_sub(p.threads(), Ordering::SeqCst);
+                    }
+                });
+            }
+        });
+        assert!(most.load(Ordering::SeqCst) <= 3);
+        let s = budget.stats();
+        assert_eq!(s.computes, 240);
+        assert!(s.peak_in_use <= 3 && s.peak_in_use >= 2, "{s:?}");
+        assert!(s.waits > 0, "{s:?}");
+    }
+
+    #[test]
+    fn the_first_waiter_is_not_overtaken_by_smaller_computes() {
+        let budget = ThreadBudget::new(2);
+        let one = budget.acquire(1);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        std::thread::scope(|sc| {
+            let (b, o) = (&budget, &order);
+            // Wants both threads: waits for `one`.
+            sc.spawn(move || {
+                let _p = b.acquire(2);
+                o.lock().unwrap().push("two");
+            });
+            while budget.stats().waits < 1 {
+                std::thread::yield_now();
+            }
+            // Would fit beside `one`, but arrives after the waiter.
+            sc.spawn(move || {
+                let _p = b.acquire(1);
+                o.lock().unwrap().push("late one");
+            });
+            while budget.stats().waits < 2 {
+                std::thread::yield_now();
+            }
+            drop(one);
+        });
+        assert_eq!(*order.lock().unwrap(), ["two", "late one"]);
+    }
+
+    #[test]
+    fn wants_are_clamped_to_the_total() {
+        let budget = ThreadBudget::new(2);
+        assert_eq!(budget.acquire(8).threads(), 2);
+        assert_eq!(budget.acquire(0).threads(), 1);
+        assert_eq!(budget.stats().waits, 0);
+    }
+}
