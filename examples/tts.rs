@@ -18,31 +18,10 @@ use audio_engine::lfm2_audio::{
     write_wav_file_24k, ReplyEvent, ReplyResult, SamplerConfig, TtsOptions, Voice,
     OUTPUT_SAMPLE_RATE,
 };
-use clap::{Parser, ValueEnum};
+use clap::Parser;
 
 mod common;
 use common::{model_options, open_model, printable};
-
-/// The voices, as the command line spells them.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-#[value(rename_all = "snake_case")]
-enum VoiceArg {
-    UsMale,
-    UsFemale,
-    UkMale,
-    UkFemale,
-}
-
-impl From<VoiceArg> for Voice {
-    fn from(v: VoiceArg) -> Voice {
-        match v {
-            VoiceArg::UsMale => Voice::UsMale,
-            VoiceArg::UsFemale => Voice::UsFemale,
-            VoiceArg::UkMale => Voice::UkMale,
-            VoiceArg::UkFemale => Voice::UkFemale,
-        }
-    }
-}
 
 /// Text to speech: writes the spoken text as a 24 kHz WAV file.
 #[derive(Parser)]
@@ -53,9 +32,9 @@ struct Args {
     /// CPU threads [default: all cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
-    /// The voice.
-    #[arg(long, value_enum, default_value = "us_female")]
-    voice: VoiceArg,
+    /// The voice: us_male (audio.cpp's default), us_female, uk_male or uk_female.
+    #[arg(long, default_value_t = Voice::default())]
+    voice: Voice,
     /// Print each audio chunk as it arrives (the WAV is the same).
     #[arg(long)]
     stream: bool,
@@ -116,7 +95,7 @@ fn main() -> Result<()> {
         "its speech is noise",
     )?;
     let opts = TtsOptions {
-        voice: args.voice.into(),
+        voice: args.voice,
         max_new_tokens: args.max_tokens.unwrap_or(if args.model.is_none() {
             DEMO_MAX_TOKENS
         } else {

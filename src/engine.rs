@@ -12,7 +12,7 @@ use audio_engine::lfm2_audio::{
 };
 use audio_engine::lfm2_audio::{
     AsrOptions, EngineError, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
-    SessionOptions, StopReason, TtsOptions, Voice as EngineVoice,
+    SessionOptions, StopReason, TtsOptions, Voice,
 };
 use serde_json::Value;
 
@@ -235,7 +235,7 @@ impl Model {
         sink: &mut dyn FnMut(Piece) -> bool,
     ) -> Result<Output, Failure> {
         let opts = TtsOptions {
-            voice: job.voice.engine(),
+            voice: job.voice,
             max_new_tokens: job.max_tokens,
             text: SamplerConfig::text(),
             audio: SamplerConfig {
@@ -292,44 +292,6 @@ impl Model {
                 ..SessionOptions::default()
             },
         ))
-    }
-}
-
-/// The TTS voices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Voice {
-    /// `us_male` (the default).
-    UsMale,
-    /// `us_female`.
-    UsFemale,
-    /// `uk_male`.
-    UkMale,
-    /// `uk_female`.
-    UkFemale,
-}
-
-impl Voice {
-    /// The voice ids, as requests spell them.
-    pub const IDS: [&'static str; 4] = ["us_male", "us_female", "uk_male", "uk_female"];
-
-    /// The voice of an id.
-    pub fn from_id(id: &str) -> Option<Voice> {
-        match id {
-            "us_male" => Some(Voice::UsMale),
-            "us_female" => Some(Voice::UsFemale),
-            "uk_male" => Some(Voice::UkMale),
-            "uk_female" => Some(Voice::UkFemale),
-            _ => None,
-        }
-    }
-
-    fn engine(self) -> EngineVoice {
-        match self {
-            Voice::UsMale => EngineVoice::UsMale,
-            Voice::UsFemale => EngineVoice::UsFemale,
-            Voice::UkMale => EngineVoice::UkMale,
-            Voice::UkFemale => EngineVoice::UkFemale,
-        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! From a request handle to a typed engine job for one task: what the task takes is checked
 //! here, so that everything it does not take is refused by name before anything runs.
 
-use crate::engine::{self, Blob, Kind, S2sJob, TtsJob, Voice};
+use audio_engine::lfm2_audio::Voice;
+
+use crate::engine::{self, Blob, Kind, S2sJob, TtsJob};
 use crate::options::{request_options, AudioChunkMode, RequestOptions, SessionSettings};
 use crate::request::{InArtifact, Pcm, Request, ARTIFACT_KINDS, KIND_ACOUSTIC_TOKENS, KIND_CUSTOM};
 use crate::status::{AbiError, AbiResult};
@@ -224,13 +226,10 @@ pub fn plan(
                     ));
                 }
                 let voice = match req.voice_id.as_deref() {
-                    None => Voice::UsMale,
-                    Some(id) => Voice::from_id(id).ok_or_else(|| {
-                        AbiError::invalid(format!(
-                            "unknown voice id `{id}`: {FAMILY} tts has {}",
-                            Voice::IDS.join(", ")
-                        ))
-                    })?,
+                    None => Voice::default(),
+                    Some(id) => id
+                        .parse::<Voice>()
+                        .map_err(|e| AbiError::invalid(format!("{FAMILY} tts: {e}")))?,
                 };
                 Job::Tts(TtsJob {
                     text,

@@ -138,6 +138,19 @@ fn offline_tts_equals_the_rust_api() {
     assert_eq!((got.rate, got.channels), (24_000, 1));
     assert!(!want.audio.is_empty());
     assert!(bits(&got.samples) == bits(&want.audio), "tts audio differs");
+    // A request naming no voice gets the Rust API's default voice, which is audio.cpp's.
+    let got = read_pcm(&out.join("tts-default.pcm"));
+    let default = TtsOptions {
+        voice: Voice::default(),
+        ..tts_options()
+    };
+    assert_eq!(default.voice, Voice::UsMale);
+    let want_default = rust_model().tts(TTS_TEXT, &default).unwrap();
+    assert!(
+        bits(&got.samples) == bits(&want_default.audio),
+        "the default voice's audio differs"
+    );
+    assert!(bits(&want_default.audio) != bits(&want.audio));
 }
 
 #[test]

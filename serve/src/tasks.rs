@@ -18,7 +18,7 @@ use serde_json::{json, Value};
 use audio_engine::lfm2_audio::conversation::{parse_return_codes, REPLY_ID};
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, AsrOptions, ReplyEvent, S2sOptions, S2sRequest, SamplerConfig,
-    TtsOptions, Voice, QUESTION_ID, RETURN_CODES,
+    TtsOptions, UnknownVoice, Voice, QUESTION_ID, RETURN_CODES,
 };
 
 use crate::artifact_limits::ArtifactTally;
@@ -386,15 +386,14 @@ pub fn prepare_for(
     }
 }
 
-/// A voice name (`us-female`, `uk_male`, ...); none: the default.
+/// A voice id (`us_male`, `uk-female`, ...; see [`Voice`]); none or empty: the default
+/// (audio.cpp's, as through the C ABI).
 pub fn parse_voice(v: Option<&str>) -> Result<Voice, ApiError> {
     match v.filter(|v| !v.is_empty()) {
         None => Ok(Voice::default()),
-        Some(v) => Voice::parse(v).ok_or_else(|| {
-            ApiError::invalid(format!(
-                "unknown voice `{v}` (voices: us-female, us-male, uk-female, uk-male)"
-            ))
-        }),
+        Some(v) => v
+            .parse()
+            .map_err(|e: UnknownVoice| ApiError::invalid(e.to_string())),
     }
 }
 

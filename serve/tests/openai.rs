@@ -494,5 +494,33 @@ async fn speech_and_the_tts_task_give_the_librarys_bytes() {
         .flat_map(|a| wav_i16(&unb64(a)))
         .collect();
     assert_eq!(from_sse, wav_i16(&wav));
+
+    // Neither route naming a voice: the library's default voice, audio.cpp's us_male (what the
+    // C ABI gives too, tests/c_abi.rs).
+    let default_wav = tokio::task::spawn_blocking(move || {
+        assert_eq!(Voice::default(), Voice::UsMale);
+        reference_wav(&library_tts(TEXT, Voice::default(), seed, MAX_TOKENS).1)
+    })
+    .await
+    .unwrap();
+    let mut speech = body(json!({}));
+    speech.as_object_mut().unwrap().remove("voice");
+    let r = c.post(&s).json(&speech).send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert!(
+        r.bytes().await.unwrap() == default_wav,
+        "speech without a voice differs from the library's default voice"
+    );
+    let request = json!({"text": TEXT, "seed": seed, "max_tokens": MAX_TOKENS});
+    let run = post_json(
+        &c,
+        &url(&srv, "/v1/tasks/run"),
+        &task("lfm2-audio-tts", request),
+    )
+    .await;
+    assert!(
+        unb64(run["audio"].as_str().unwrap()) == default_wav,
+        "the tts task without a voice_id differs from the library's default voice"
+    );
     srv.shutdown().await.unwrap();
 }

@@ -208,16 +208,23 @@ static audiocpp_request * s2s_request(const pcm * q, const char * max_tokens) {
     return req;
 }
 
-static audiocpp_request * tts_request(void) {
+/* The TTS request with `voice` (NULL: none, the default voice). */
+static audiocpp_request * tts_request_voice(const char * voice) {
     audiocpp_request * req = audiocpp_request_create();
     CHECK(req != NULL);
     OK(audiocpp_request_set_text(req, TTS_TEXT, "en"));
-    OK(audiocpp_request_set_voice_id(req, TTS_VOICE));
+    if (voice != NULL) {
+        OK(audiocpp_request_set_voice_id(req, voice));
+    }
     OK(audiocpp_request_set_option(req, "max_tokens", steps(TTS_MAX_TOKENS, "16")));
     OK(audiocpp_request_set_option(req, "seed", TTS_SEED));
     OK(audiocpp_request_set_option(req, "temperature", "0.8"));
     OK(audiocpp_request_set_option(req, "top_k", "64"));
     return req;
+}
+
+static audiocpp_request * tts_request(void) {
+    return tts_request_voice(TTS_VOICE);
 }
 
 /* An ASR request on `q` in one chunk (audio_chunk_mode none). */
@@ -285,6 +292,13 @@ static void case_tts(void) {
     CHECK(frames > 0);
     CHECK(audiocpp_result_text(res, NULL, NULL) == AUDIOCPP_ERR_NOT_AVAILABLE);
     write_pcm(g_out, "tts.pcm", audio, frames, 24000, 1);
+    audiocpp_result_free(res);
+    audiocpp_request_free(req);
+    /* The same request naming no voice: the default voice (audio.cpp's us_male). */
+    req = tts_request_voice(NULL);
+    OK(audiocpp_session_run(s, req, &res));
+    audio = mono_audio(res, &frames);
+    write_pcm(g_out, "tts-default.pcm", audio, frames, 24000, 1);
     audiocpp_result_free(res);
     audiocpp_request_free(req);
     audiocpp_session_free(s);
@@ -998,7 +1012,7 @@ static void case_errors(const char * damaged, const char * empty_dir) {
     EXPECT_RUN(s, req, AUDIOCPP_ERR_INVALID_ARGUMENT, "tts needs text");
     OK(audiocpp_request_set_text(req, "Hi.", NULL));
     OK(audiocpp_request_set_voice_id(req, "robot"));
-    EXPECT_RUN(s, req, AUDIOCPP_ERR_INVALID_ARGUMENT, "unknown voice id `robot`");
+    EXPECT_RUN(s, req, AUDIOCPP_ERR_INVALID_ARGUMENT, "unknown voice `robot`");
     OK(audiocpp_request_set_voice_id(req, "us_female"));
     OK(audiocpp_request_set_option(req, "text_chunk_mode", "paragraph"));
     EXPECT_RUN(s, req, AUDIOCPP_ERR_INVALID_ARGUMENT, "one of auto, sentence, none");

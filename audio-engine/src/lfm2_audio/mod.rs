@@ -60,7 +60,7 @@ pub use session::conversation::{
 pub use session::{S2sRequest, Session, SessionOptions, TurnResult, TurnStream};
 pub use tasks::asr::{AsrOptions, AsrResult, AsrTimings, StopReason};
 pub use tasks::s2s::S2sOptions;
-pub use tasks::tts::{TtsOptions, Voice};
+pub use tasks::tts::{TtsOptions, UnknownVoice, Voice};
 
 /// The multi-turn protocol for layers that carry it over the wire: reply artifacts (bytes and
 /// meta), reading a request's history, the 8192-step conversation limit, and the per-task

@@ -15,21 +15,53 @@ use crate::lfm2_audio::limits::check_tts_text;
 use crate::lfm2_audio::model::engine::Lfm2Audio;
 use crate::lfm2_audio::text::prompt::PromptBuilder;
 
-/// The voices of the TTS system prompt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+/// The voices of the TTS system prompt. Every front end (the Rust API, the C ABI, `serve`)
+/// parses them here and defaults to the same one: `us_male`, audio.cpp's documented default, so
+/// a request that names no voice gets the same bytes through each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum Voice {
-    /// US English, male.
-    UsMale,
-    /// US English, female.
+    /// US English, male (`us_male`, the default).
     #[default]
+    UsMale,
+    /// US English, female (`us_female`).
     UsFemale,
-    /// UK English, male.
+    /// UK English, male (`uk_male`).
     UkMale,
-    /// UK English, female.
+    /// UK English, female (`uk_female`).
     UkFemale,
 }
 
+/// A voice id that names none of the [`Voice`]s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown voice `{id}` (voices: {})", Voice::IDS.join(", "))]
+pub struct UnknownVoice {
+    /// The id as given.
+    pub id: String,
+}
+
 impl Voice {
+    /// Every voice, in the order of [`Voice::IDS`].
+    pub const ALL: [Voice; 4] = [
+        Voice::UsMale,
+        Voice::UsFemale,
+        Voice::UkMale,
+        Voice::UkFemale,
+    ];
+
+    /// The voice ids as audio.cpp's requests spell them.
+    pub const IDS: [&'static str; 4] = ["us_male", "us_female", "uk_male", "uk_female"];
+
+    /// The id (`us_male`, ...).
+    pub fn id(self) -> &'static str {
+        match self {
+            Voice::UsMale => Voice::IDS[0],
+            Voice::UsFemale => Voice::IDS[1],
+            Voice::UkMale => Voice::IDS[2],
+            Voice::UkFemale => Voice::IDS[3],
+        }
+    }
+
     /// The system prompt selecting this voice.
     pub fn system_prompt(self) -> String {
         let (accent, who) = match self {
@@ -41,15 +73,24 @@ impl Voice {
         format!("Perform TTS. Use the {accent} {who} voice.")
     }
 
-    /// Parses `us-male`, `us_female`, `UK-Male`, ...
+    /// Parses an id: `us_male`, and also `us-male` (OpenAI-style clients) in any case.
     pub fn parse(s: &str) -> Option<Voice> {
-        match s.to_ascii_lowercase().replace('_', "-").as_str() {
-            "us-male" => Some(Voice::UsMale),
-            "us-female" => Some(Voice::UsFemale),
-            "uk-male" => Some(Voice::UkMale),
-            "uk-female" => Some(Voice::UkFemale),
-            _ => None,
-        }
+        let id = s.to_ascii_lowercase().replace('-', "_");
+        Voice::ALL.into_iter().find(|v| v.id() == id)
+    }
+}
+
+impl std::str::FromStr for Voice {
+    type Err = UnknownVoice;
+
+    fn from_str(s: &str) -> Result<Voice, UnknownVoice> {
+        Voice::parse(s).ok_or_else(|| UnknownVoice { id: s.to_owned() })
+    }
+}
+
+impl std::fmt::Display for Voice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.id())
     }
 }
 
@@ -268,6 +309,17 @@ mod tests {
             "Perform TTS. Use the UK male voice."
         );
         assert_eq!(Voice::parse("us_female"), Some(Voice::UsFemale));
+        assert_eq!(Voice::parse("UK-Male"), Some(Voice::UkMale));
         assert_eq!(Voice::parse("fr-male"), None);
+        assert_eq!(Voice::default(), Voice::UsMale, "audio.cpp's default");
+        for (v, id) in Voice::ALL.into_iter().zip(Voice::IDS) {
+            assert_eq!(v.to_string(), id);
+            assert_eq!(id.parse::<Voice>(), Ok(v));
+        }
+        let e = "us male".parse::<Voice>().unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown voice `us male` (voices: us_male, us_female, uk_male, uk_female)"
+        );
     }
 }
