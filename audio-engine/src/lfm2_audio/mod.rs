@@ -7,16 +7,19 @@
 //! With feature `convert`, the checkpoint converter ([`convert`], `convert_checkpoint`); with
 //! `testkit`, the built-in demo package (`load_demo`) and synthetic checkpoints (`synthetic`).
 //!
-//! Inside, the modules are private and grouped by role:
+//! Inside, the modules are private and grouped by role, as layers: bottom first, each
+//! importing only the ones below it (`tests/layers.rs` keeps this true, listing the upward
+//! imports that remain):
 //!
 //! | module | role |
 //! |---|---|
-//! | `model` | the loaded engine and its components: features, encoder, backbone + decode cache, depthformer, detokenizer; shared `nn` blocks; typed weights bound once at load |
+//! | `io` | WAV in and out |
+//! | `model` | the loaded engine and its components: features, encoder, backbone + decode cache, depthformer, detokenizer; shared `nn` blocks; typed weights bound once at load; the four-file package |
 //! | `text` | tokenizer, the one prompt type |
 //! | `generation` | the one generation loop, schedules, sampling, event streams |
 //! | `tasks` | ASR, TTS, one-shot S2S |
 //! | `session` | multi-turn sessions: the conversation protocol, prefill-block cache, prefill ahead, encoder-output reuse |
-//! | `io` | WAV in and out, the four-file package |
+//! | `limits`, `error` | the request limits and the engine's error type |
 //! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
 //! [`limits`] (public) lists every limit on what one request may make the engine hold (audio
@@ -50,9 +53,9 @@ pub use io::audio::{
     write_wav_f32, write_wav_file_24k, AudioError, MonoAudio, ReadOptions, DEFAULT_MAX_SECONDS,
     INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
-pub use io::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
 pub use model::engine::{Lfm2Audio, ModelOptions};
 pub use model::load_error::LoadError;
+pub use model::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
 pub use session::ahead::BackgroundWork;
 pub use session::conversation::{
     Artifact, ArtifactKind, RequestOptions, QUESTION_ID, REPLY_ID, RETURN_CODES,
@@ -93,12 +96,12 @@ pub mod internals {
         pub use super::super::error::*;
     }
     pub use super::generation::{frame_threads, reply, sampling, schedule};
-    pub use super::io::{audio, package};
+    pub use super::io::audio;
     pub use super::model::backbone::config as backbone_config;
     pub use super::model::detokenizer::config as vocoder_config;
     pub use super::model::{
         backbone, depthformer, detokenizer, encoder, engine, features, gguf_keys, load_error, nn,
-        weights,
+        package, weights,
     };
     /// Sessions (`lfm2_audio::session`).
     pub mod session {

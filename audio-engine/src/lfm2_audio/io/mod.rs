@@ -1,5 +1,3 @@
-//! Input and output: WAV audio at any rate and channel count ([`audio`]), and the four-file
-//! model package ([`package`]).
+//! Input and output: WAV audio at any rate and channel count ([`audio`]).
 
 pub mod audio;
-pub mod package;

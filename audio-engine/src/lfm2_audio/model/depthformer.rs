@@ -56,7 +56,7 @@ use super::nn::{
 };
 use super::weights::{display_path, open_gguf, Role, VarBuilder, WeightFile};
 use crate::lfm2_audio::generation::sampling::{AudioSampler, SampleError};
-use crate::lfm2_audio::io::package::Vocoder;
+use crate::lfm2_audio::model::package::Vocoder;
 
 /// liquid-audio's depthformer RoPE base (`MHA(theta=1_000_000.0)`).
 pub const DEFAULT_ROPE_THETA: f32 = 1_000_000.0;

@@ -24,7 +24,7 @@ use super::weights::WeightFile;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::frame_threads::{FrameThreads, StepThreads};
 use crate::lfm2_audio::io::audio::{self, ReadOptions};
-use crate::lfm2_audio::io::package::ModelPackage;
+use crate::lfm2_audio::model::package::ModelPackage;
 use crate::lfm2_audio::text::tokenizer::Tokenizer;
 
 /// The mmproj tensor holding the F32 embedding table of generated audio codes.

@@ -1,7 +1,8 @@
 //! The model: the loaded engine ([`engine::Lfm2Audio`]) and its four components, each built once
 //! at load from its GGUF file's tensor-name tree into typed layers ([`nn`], [`weights`]):
 //! log-mel [`features`] -> audio [`encoder`] + adapter -> LFM2 [`backbone`] with its decode cache
-//! -> [`depthformer`] (one audio frame per step) -> [`detokenizer`] (frames to 24 kHz audio).
+//! -> [`depthformer`] (one audio frame per step) -> [`detokenizer`] (frames to 24 kHz audio). The
+//! four GGUF files are found and opened by [`package`].
 
 pub mod backbone;
 pub mod depthformer;
@@ -12,4 +13,5 @@ pub mod features;
 pub mod gguf_keys;
 pub mod load_error;
 pub mod nn;
+pub mod package;
 pub mod weights;

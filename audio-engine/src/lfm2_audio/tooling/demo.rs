@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use super::convert::{convert, Progress, Quant};
 use super::synthetic::{write_tiny_checkpoint, DEFAULT_SEED};
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::io::package::{ModelPackage, PackagePaths};
 use crate::lfm2_audio::model::engine::{Lfm2Audio, ModelOptions};
+use crate::lfm2_audio::model::package::{ModelPackage, PackagePaths};
 
 /// Model name of the demo package's files.
 pub const DEMO_MODEL: &str = "LFM2-Audio-Demo-Tiny";

@@ -35,7 +35,7 @@ use super::backbone::config::LayerKind;
 use super::backbone::{Backbone, BackboneError, Position, Rows};
 use super::load_error::LoadError;
 use super::weights::{display_path, Role};
-use crate::lfm2_audio::io::package::{
+use crate::lfm2_audio::model::package::{
     Detokenizer as DetokenizerFile, Vocoder, DENSE_2, DENSE_2_BIAS,
 };
 
@@ -334,7 +334,7 @@ impl Detokenizer {
                 // restart exactly.
                 return Err(LoadError::MissingKey {
                     file: tpath,
-                    key: crate::lfm2_audio::io::package::KEY_SLIDING_WINDOW.to_owned(),
+                    key: crate::lfm2_audio::model::package::KEY_SLIDING_WINDOW.to_owned(),
                 });
             }
         };

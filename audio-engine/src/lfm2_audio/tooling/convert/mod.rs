@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::safetensors::{SafeTensors, SafeTensorsError};
 use crate::ggml::gguf::GgufError;
-use crate::lfm2_audio::io::package::PackagePaths;
+use crate::lfm2_audio::model::package::PackagePaths;
 
 pub mod backbone;
 pub mod detokenizer;
@@ -27,7 +27,7 @@ pub mod tokenizer_json;
 pub mod vocoder;
 mod write;
 
-pub use crate::lfm2_audio::io::package::{Quant, UnknownQuant};
+pub use crate::lfm2_audio::model::package::{Quant, UnknownQuant};
 
 /// Why a conversion failed.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@
 //! (`LFM2.5-Audio-1.5B-Q4_0.gguf`). Dimensions come from each file's metadata and shapes; the
 //! files are also checked against each other (the vocoder feeds the backbone's width, its code
 //! embedding the detokenizer's). Loading tensors onto a backend is
-//! [`WeightFile`](crate::lfm2_audio::model::weights::WeightFile)'s job, later.
+//! [`WeightFile`](super::weights::WeightFile)'s job, later.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -21,11 +21,11 @@ use std::str::FromStr;
 use crate::ggml::gguf::GgufFile;
 use crate::ggml::GgmlType;
 
-use crate::lfm2_audio::model::backbone::config::Lfm2Backbone;
-use crate::lfm2_audio::model::detokenizer::config::{VocoderConfig, DEPTH_LINEAR, DETOK_EMBEDDING};
-use crate::lfm2_audio::model::gguf_keys as K;
-use crate::lfm2_audio::model::load_error::{LoadError, Result};
-use crate::lfm2_audio::model::weights::open_gguf;
+use super::backbone::config::Lfm2Backbone;
+use super::detokenizer::config::{VocoderConfig, DEPTH_LINEAR, DETOK_EMBEDDING};
+use super::gguf_keys as K;
+use super::load_error::{LoadError, Result};
+use super::weights::open_gguf;
 
 /// The mmproj file's `general.architecture`.
 pub const MMPROJ_ARCH: &str = "clip";

@@ -1,0 +1,267 @@
+//! The folders of `lfm2_audio` are layers: a file imports only from its own folder and the
+//! layers below it (ARCHITECTURE.md). This test reads every source file's paths into the crate
+//! (`crate::lfm2_audio::x`, `super::` chains that climb to `lfm2_audio`, brace groups) outside
+//! comments and fails on an import that runs upward, unless it is one of [`KNOWN_UPWARD`]: the
+//! upward imports the tree still has, each to be removed (issue #21). That list may only
+//! shrink: an entry that no longer occurs fails too, so that removing an import also removes
+//! its permission. With no upward import, the folders cannot form an import circle.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The layers, bottom first: a unit may import the units listed before it.
+const LAYERS: [&str; 10] = [
+    // reading audio files (WAV, resampling)
+    "io",
+    // ggml graphs of the components, typed weights, the loaded model
+    "model",
+    // tokenizer, chat prompt
+    "text",
+    // the reply loop, steps, sampling, schedule, threads, streams
+    "generation",
+    // ASR, TTS, S2S on a loaded model
+    "tasks",
+    // conversations, prefill-block cache, prefill ahead, encoder-output reuse
+    "session",
+    // the request limits
+    "limits",
+    // the engine's error type
+    "error",
+    // converter, synthetic checkpoints, demo package (features)
+    "tooling",
+    // the facade (`mod.rs`)
+    "mod",
+];
+
+/// Upward imports that remain, as (importing unit, imported unit). Remove an entry when its
+/// import is gone; never add one.
+const KNOWN_UPWARD: &[(&str, &str)] = &[
+    ("model", "text"),
+    ("model", "generation"),
+    ("model", "session"),
+    ("model", "error"),
+    ("text", "error"),
+    ("generation", "session"),
+    ("generation", "error"),
+    ("tasks", "session"),
+    ("tasks", "limits"),
+    ("tasks", "error"),
+    ("session", "limits"),
+    ("session", "error"),
+    ("limits", "error"),
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lfm2_audio")
+}
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The unit of a file: its folder under `lfm2_audio`, or the stem of a file directly in it.
+fn unit_of(rel: &Path) -> String {
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
+    first.trim_end_matches(".rs").to_owned()
+}
+
+/// `src` without comments (line, block, doc) and string literals' contents.
+fn code_only(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i..].starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if b[i..].starts_with(b"/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if b[i] == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else {
+            out.push(b[i] as char);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn ident_at(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+/// The first path segment of each item of the brace group that `s` starts with (`{a::X, b}`).
+fn group_heads(s: &str) -> Vec<String> {
+    let (mut depth, mut heads, mut item_start) = (0, Vec::new(), true);
+    for (i, c) in s.char_indices() {
+        match c {
+            '{' => {
+                depth += 1;
+                item_start = depth == 1;
+            }
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    break;
+                }
+            }
+            ',' if depth == 1 => item_start = true,
+            c if c.is_whitespace() => {}
+            _ if item_start && depth == 1 => {
+                heads.push(ident_at(&s[i..]).to_owned());
+                item_start = false;
+            }
+            _ => {}
+        }
+    }
+    heads
+}
+
+/// The units of `lfm2_audio` that the code of the file at `rel` names.
+fn imported_units(rel: &Path, code: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut add = |rest: &str| {
+        if rest.starts_with('{') {
+            out.extend(group_heads(rest));
+        } else {
+            out.insert(ident_at(rest).to_owned());
+        }
+    };
+    const CRATE: &str = "crate::lfm2_audio::";
+    let mut at = 0;
+    while let Some(i) = code[at..].find(CRATE) {
+        at += i + CRATE.len();
+        add(&code[at..]);
+    }
+    // `super::` chains that climb to `lfm2_audio`: a file `a/b.rs` is module `a::b`, so two
+    // `super`s reach `lfm2_audio`; `a/mod.rs` is module `a`, one.
+    let mut depth = rel.components().count();
+    if rel.file_name().is_some_and(|f| f == "mod.rs") {
+        depth -= 1;
+    }
+    if depth > 0 {
+        let chain = "super::".repeat(depth);
+        let mut at = 0;
+        while let Some(i) = code[at..].find(&chain) {
+            let before = code[..at + i].chars().next_back();
+            at += i + chain.len();
+            if before.is_some_and(|c| c == ':') || code[at..].starts_with("super::") {
+                continue;
+            }
+            add(&code[at..]);
+        }
+    }
+    out.retain(|u| LAYERS.contains(&u.as_str()));
+    out
+}
+
+#[test]
+fn lfm2_audio_imports_run_only_downward() {
+    let root = root();
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    files.sort();
+    let layer = |u: &str| {
+        LAYERS
+            .iter()
+            .position(|l| *l == u)
+            .unwrap_or_else(|| panic!("unit `{u}` is in no layer: add it to LAYERS"))
+    };
+    // (from, to) -> the files with that import.
+    let mut upward: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut edges = 0;
+    for f in &files {
+        let rel = f.strip_prefix(&root).unwrap();
+        let from = unit_of(rel);
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        for to in imported_units(rel, &code) {
+            if to == from {
+                continue;
+            }
+            edges += 1;
+            if layer(&to) > layer(&from) {
+                upward
+                    .entry((from.clone(), to))
+                    .or_default()
+                    .push(rel.display().to_string());
+            }
+        }
+    }
+    assert!(files.len() > 50 && edges > 50, "the scan found too little");
+    let known: BTreeSet<(String, String)> = KNOWN_UPWARD
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    let new: Vec<String> = upward
+        .iter()
+        .filter(|(k, _)| !known.contains(*k))
+        .map(|((a, b), files)| format!("{a} -> {b} ({})", files.join(", ")))
+        .collect();
+    assert!(
+        new.is_empty(),
+        "imports that run upward (a layer may import only the layers below it):\n{}",
+        new.join("\n")
+    );
+    let gone: Vec<String> = known
+        .iter()
+        .filter(|k| !upward.contains_key(*k))
+        .map(|(a, b)| format!("{a} -> {b}"))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "these upward imports are gone: remove them from KNOWN_UPWARD:\n{}",
+        gone.join("\n")
+    );
+}
+
+#[test]
+fn the_scanner_sees_groups_comments_and_super_chains() {
+    let code = code_only(
+        "use crate::lfm2_audio::{model::X, text::{a, b}};\n// use crate::lfm2_audio::error;\n\
+         /* crate::lfm2_audio::limits */ let s = \"crate::lfm2_audio::tasks\";\n\
+         use super::super::session::Y;\nuse super::super::super::generation;",
+    );
+    let got = imported_units(Path::new("io/x.rs"), &code);
+    let want: BTreeSet<String> = ["model", "text", "session"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(got, want);
+    let got = imported_units(Path::new("io/mod.rs"), "use super::error::E;");
+    assert!(got.contains("error"));
+}
