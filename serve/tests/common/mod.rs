@@ -308,10 +308,18 @@ impl Drop for Kill {
     }
 }
 
-/// Starts the serve binary with `args` (on the demo package unless they say otherwise) and
-/// waits for its "listening" line; returns it and its base URL.
+/// Starts the serve binary with `args` (on the demo package unless they name a model or a
+/// config) and waits for its "listening" line; returns it and its base URL.
+///
+/// why `--model`: the product binary has no demo package built in (feature `demo`, off by
+/// default), so the tests name the directory this binary's tooling wrote it to.
 pub fn spawn_serve(args: &[&str]) -> (Kill, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_serve"))
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_serve"));
+    if !args.iter().any(|a| *a == "--model" || *a == "--config") {
+        model(); // makes sure the demo package exists
+        cmd.arg("--model").arg(default_demo_dir());
+    }
+    let mut child = cmd
         .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
