@@ -112,7 +112,7 @@ fn main() -> Result<()> {
     let mut history: Vec<Artifact> = Vec::new();
     for (i, (name, wav)) in wavs.iter().enumerate() {
         let request = S2sRequest {
-            question: wav.clone(),
+            question: wav.clone().into(),
             history: history.clone(),
             return_codes: true,
             s2s: s2s.clone(),

@@ -61,7 +61,7 @@ fn question(i: usize) -> Vec<u8> {
 
 fn request(i: usize, steps: usize) -> S2sRequest {
     S2sRequest {
-        question: question(i),
+        question: question(i).into(),
         s2s: S2sOptions {
             max_new_tokens: steps,
             text: SamplerConfig::GREEDY,

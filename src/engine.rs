@@ -448,7 +448,7 @@ impl Conversation {
         sink: &mut dyn FnMut(Piece) -> bool,
     ) -> Result<Output, Failure> {
         let request = S2sRequest {
-            question: job.question.clone(),
+            question: job.question.clone().into(),
             history: job.history.iter().map(Blob::to_engine).collect(),
             return_codes: job.return_codes,
             s2s: S2sOptions {

@@ -70,7 +70,7 @@ fn tts_options() -> TtsOptions {
 
 fn s2s_request(question: &Pcm, history: Vec<Artifact>) -> S2sRequest {
     S2sRequest {
-        question: wav(question),
+        question: wav(question).into(),
         history,
         return_codes: true,
         s2s: S2sOptions {

@@ -306,7 +306,7 @@ fn the_chat_example_holds_a_conversation_like_the_rust_session() {
         let bytes = std::fs::read(f).unwrap();
         let t = session
             .s2s(&S2sRequest {
-                question: bytes.clone(),
+                question: bytes.clone().into(),
                 history: history.clone(),
                 return_codes: true,
                 s2s: S2sOptions {

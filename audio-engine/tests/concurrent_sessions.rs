@@ -141,7 +141,7 @@ fn run_on(e: &Lfm2Audio, job: Job, threads: usize) -> Output {
             for t in 0..turns {
                 let q = first + t;
                 let req = S2sRequest {
-                    question: question(q),
+                    question: question(q).into(),
                     history: history.clone(),
                     return_codes: true,
                     s2s: S2sOptions {

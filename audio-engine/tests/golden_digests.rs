@@ -298,7 +298,7 @@ fn all_outputs(ty: Quant, prefix: &'static str, turns: usize) -> Digests {
     let mut history: Vec<Artifact> = Vec::new();
     for i in 0..turns {
         let req = S2sRequest {
-            question: question(i),
+            question: question(i).into(),
             history: history.clone(),
             return_codes: true,
             s2s: S2sOptions {

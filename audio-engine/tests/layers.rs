@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom first: a unit may import the units listed before it.
-const LAYERS: [&str; 10] = [
+const LAYERS: [&str; 11] = [
     // reading audio files (WAV, resampling)
     "io",
     // ggml graphs of the components, typed weights, the loaded model
@@ -27,6 +27,8 @@ const LAYERS: [&str; 10] = [
     "limits",
     // the engine's error type
     "error",
+    // the one request model: Job, Outcome, Session::run
+    "api",
     // converter, synthetic checkpoints, demo package (features)
     "tooling",
     // the facade (`mod.rs`)

@@ -28,7 +28,7 @@ fn s2s() -> S2sOptions {
 
 fn request(i: usize, history: &[Artifact]) -> S2sRequest {
     S2sRequest {
-        question: question(i),
+        question: question(i).into(),
         history: history.to_vec(),
         return_codes: true,
         s2s: s2s(),

@@ -379,7 +379,7 @@ fn with_repacked_q4_0_weights_every_identity_holds() {
     let mut last = None;
     for i in 0..3 {
         let req = S2sRequest {
-            question: question(i),
+            question: question(i).into(),
             history: history.clone(),
             return_codes: true,
             s2s: S2sOptions {

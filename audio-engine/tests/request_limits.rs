@@ -147,7 +147,7 @@ fn system_prompt_at_the_limit_runs_and_one_byte_more_is_refused() {
     // A session refuses it before reading the question (here not even a WAV).
     let mut session = Session::new(m.clone(), SessionOptions::default());
     let req = S2sRequest {
-        question: Vec::new(),
+        question: Vec::new().into(),
         s2s,
         ..S2sRequest::default()
     };
@@ -165,7 +165,7 @@ fn question(payload: Vec<u8>) -> Artifact {
 
 fn s2s_request(history: Vec<Artifact>) -> S2sRequest {
     S2sRequest {
-        question: question_wav(),
+        question: question_wav().into(),
         history,
         s2s: S2sOptions {
             max_new_tokens: 1,

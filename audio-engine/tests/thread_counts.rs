@@ -63,7 +63,7 @@ fn outputs(ty: Quant, n_threads: usize, frame_threads: usize, step_threads: usiz
     let mut history = Vec::new();
     for i in 0..2 {
         let req = S2sRequest {
-            question: question(i),
+            question: question(i).into(),
             history: history.clone(),
             return_codes: true,
             s2s: S2sOptions {

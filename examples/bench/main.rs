@@ -484,7 +484,7 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
         // "ahead"; `--no-prefill-head` for a cold first turn).
         let ahead = session.wait_background().cloned();
         let req = S2sRequest {
-            question: q.clone(),
+            question: q.clone().into(),
             history: history.clone(),
             return_codes: true,
             s2s: S2sOptions {

@@ -22,7 +22,8 @@ use serde_json::{json, Value};
 
 use audio_engine::lfm2_audio::conversation::REPLY_ID;
 use audio_engine::lfm2_audio::{
-    Artifact, ArtifactKind, AsrOptions, ReplyEvent, S2sOptions, S2sRequest, TtsOptions, QUESTION_ID,
+    Artifact, ArtifactKind, AsrJob, AsrOptions, Job, ReplyEvent, S2sOptions, S2sRequest, TtsJob,
+    TtsOptions, QUESTION_ID,
 };
 
 use crate::artifact_limits::ArtifactTally;
@@ -32,7 +33,7 @@ use crate::tasks::{
     artifact_json, artifacts_in, body_stream, conversation_key, max_tokens, parse_json,
     parse_voice, record, sampler, sse_frame, sse_response, ArtifactIn, Prepared, SseCtx,
 };
-use crate::work::{Job, Msg, Outcome};
+use crate::work::{Finished, Msg};
 use crate::AppState;
 
 static IDS: AtomicU64 = AtomicU64::new(1);
@@ -43,7 +44,7 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-async fn collect(mut rx: tokio::sync::mpsc::Receiver<Msg>) -> Result<Outcome, ApiError> {
+async fn collect(mut rx: tokio::sync::mpsc::Receiver<Msg>) -> Result<Finished, ApiError> {
     while let Some(msg) = rx.recv().await {
         if let Msg::Done(r) = msg {
             return Ok(r?);
@@ -164,13 +165,17 @@ pub async fn transcriptions(
         ..d
     };
     let p = Prepared {
-        job: Job::Asr(wav, opts),
+        job: Job::Asr(AsrJob {
+            audio: wav.into(),
+            options: opts,
+            chunk_seconds: None,
+        }),
         key: None,
     };
     let o = collect(crate::tasks::start(&state, &entry, p, t.busy_timeout_ms).await?).await?;
     let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
     Ok(match format.as_str() {
-        "text" => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], o.text).into_response(),
+        "text" => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], o.outcome.text).into_response(),
         "verbose_json" => Json(json!({
             "task": "transcribe",
             "language": entry.language,
@@ -284,7 +289,10 @@ pub async fn speech(
     let entry = state.entry_for(b.model.as_deref(), "tts")?;
     let opts = speech_options(&b, state.settings.max_tokens)?;
     let p = Prepared {
-        job: Job::Tts(b.input, opts),
+        job: Job::Tts(TtsJob {
+            text: b.input,
+            options: opts,
+        }),
         key: None,
     };
     let permit = if streaming {
@@ -702,12 +710,12 @@ pub async fn chat(
         ..d
     };
     let p = Prepared {
-        job: Job::S2s(Box::new(S2sRequest {
-            question,
+        job: Job::S2s(S2sRequest {
+            question: question.into(),
             history,
             return_codes: true,
             s2s,
-        })),
+        }),
         key,
     };
     let id = format!("chatcmpl-{}", IDS.fetch_add(1, Ordering::Relaxed));
@@ -721,8 +729,8 @@ pub async fn chat(
         None
     };
     let mut rx = crate::tasks::start(&state, &entry, p, b.busy_timeout_ms).await?;
-    let finish = |o: &Outcome| if o.ended { "stop" } else { "length" };
-    let usage = |o: &Outcome| {
+    let finish = |o: &Finished| if o.ended { "stop" } else { "length" };
+    let usage = |o: &Finished| {
         json!({"prompt_tokens": o.prompt_positions, "completion_tokens": o.steps,
                "total_tokens": o.prompt_positions + o.steps})
     };

@@ -17,15 +17,15 @@ use serde_json::{json, Value};
 
 use audio_engine::lfm2_audio::conversation::{parse_return_codes, REPLY_ID};
 use audio_engine::lfm2_audio::{
-    Artifact, ArtifactKind, AsrOptions, ReplyEvent, S2sOptions, S2sRequest, SamplerConfig,
-    TtsOptions, UnknownVoice, Voice, QUESTION_ID, RETURN_CODES,
+    Artifact, ArtifactKind, AsrJob, AsrOptions, Job, ReplyEvent, S2sOptions, S2sRequest,
+    SamplerConfig, TtsJob, TtsOptions, UnknownVoice, Voice, QUESTION_ID, RETURN_CODES,
 };
 
 use crate::artifact_limits::ArtifactTally;
 use crate::audio_io::{b64, read_allowed_checked, unb64, unb64_len, wav16, wav_from};
 use crate::error::ApiError;
 use crate::pool::fnv1a;
-use crate::work::{self, Job, Msg, Outcome};
+use crate::work::{self, Finished, Msg};
 use crate::{AppState, Entry};
 
 /// The body of both task routes.
@@ -321,12 +321,12 @@ pub fn prepare_for(
                 ..d
             };
             Ok(Prepared {
-                job: Job::S2s(Box::new(S2sRequest {
-                    question,
+                job: Job::S2s(S2sRequest {
+                    question: question.into(),
                     history,
                     return_codes: parse_return_codes(&r.options)?,
                     s2s,
-                })),
+                }),
                 key,
             })
         }
@@ -350,13 +350,14 @@ pub fn prepare_for(
             let wav = wav_from(audio, dir, "`audio`")?;
             let d = AsrOptions::default();
             Ok(Prepared {
-                job: Job::Asr(
-                    wav,
-                    AsrOptions {
+                job: Job::Asr(AsrJob {
+                    audio: wav.into(),
+                    options: AsrOptions {
                         max_new_tokens: max_tokens(r.max_tokens, d.max_new_tokens, limit)?,
                         ..d
                     },
-                ),
+                    chunk_seconds: None,
+                }),
                 key: conversation_key(headers, None),
             })
         }
@@ -371,15 +372,15 @@ pub fn prepare_for(
             let voice = parse_voice(r.voice_id.as_deref())?;
             let d = TtsOptions::default();
             Ok(Prepared {
-                job: Job::Tts(
-                    text.to_owned(),
-                    TtsOptions {
+                job: Job::Tts(TtsJob {
+                    text: text.to_owned(),
+                    options: TtsOptions {
                         voice,
                         max_new_tokens: max_tokens(r.max_tokens, d.max_new_tokens, limit)?,
                         audio: sampler(d.audio, r.seed, r.temperature, r.top_k)?,
                         ..d
                     },
-                ),
+                }),
                 key: conversation_key(headers, None),
             })
         }
@@ -398,7 +399,7 @@ pub fn parse_voice(v: Option<&str>) -> Result<Voice, ApiError> {
 }
 
 /// The result JSON.
-pub fn result_json(entry: &Entry, o: &Outcome, wall: Duration, ttft: Option<Duration>) -> Value {
+pub fn result_json(entry: &Entry, o: &Finished, wall: Duration, ttft: Option<Duration>) -> Value {
     let audio_ms = o.audio.len() as f64 / 24.0;
     let wall_ms = wall.as_secs_f64() * 1e3;
     let basis = if entry.cfg.task == "asr" {
@@ -446,7 +447,7 @@ pub fn event_json(ev: &ReplyEvent, language: &str) -> Value {
 }
 
 /// Records a finished job's figures.
-pub fn record(state: &AppState, o: &Outcome) {
+pub fn record(state: &AppState, o: &Finished) {
     use std::sync::atomic::Ordering::Relaxed;
     state
         .metrics

@@ -21,7 +21,7 @@ const SEED: u64 = 11;
 
 fn offline_request(i: usize, history: &[Artifact]) -> S2sRequest {
     S2sRequest {
-        question: question(i),
+        question: question(i).into(),
         history: history.to_vec(),
         return_codes: true,
         s2s: S2sOptions {

@@ -32,7 +32,7 @@ fn offline(client: usize) -> Vec<(String, Vec<i16>, Vec<u8>)> {
     for t in 0..TURNS {
         let r = s
             .s2s(&S2sRequest {
-                question: q(client, t),
+                question: q(client, t).into(),
                 history: history.clone(),
                 return_codes: true,
                 s2s: S2sOptions {

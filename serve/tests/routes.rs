@@ -489,7 +489,7 @@ async fn the_binary_exits_0_on_sigterm() {
 fn demo_events(max_tokens: usize) -> Vec<ReplyEvent> {
     let d = S2sOptions::default();
     let req = S2sRequest {
-        question: question(0),
+        question: question(0).into(),
         history: Vec::new(),
         return_codes: false,
         s2s: S2sOptions {

@@ -20,6 +20,7 @@
 //! | `tasks` | ASR, TTS, one-shot S2S |
 //! | `session` | multi-turn sessions: the conversation protocol, prefill-block cache, prefill ahead, encoder-output reuse |
 //! | `limits`, `error` | the request limits and the engine's error type |
+//! | `api` | the one request model: `Job` in, events to a sink, `Outcome` out (`Session::run`) |
 //! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
 //! [`limits`] (public) lists every limit on what one request may make the engine hold (audio
@@ -33,6 +34,7 @@
 // default build nothing outside the private modules can call them.
 #![cfg_attr(not(feature = "testkit"), allow(dead_code))]
 
+mod api;
 mod error;
 mod generation;
 mod io;
@@ -45,12 +47,14 @@ mod tooling;
 
 // The facade: what an application needs, importable from here alone.
 pub use crate::ggml::ThreadBudgetStats;
+pub use api::{AsrJob, Job, Outcome, TtsJob};
 pub use error::EngineError;
 pub use generation::reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings, StepTimings};
 pub use generation::sampling::SamplerConfig;
 pub use io::audio::{
     decode_wav_bytes, decode_wav_file, encode_wav_24k, load_wav_bytes_16k, load_wav_file_16k,
-    write_wav_f32, write_wav_file_24k, AudioError, MonoAudio, ReadOptions, DEFAULT_MAX_SECONDS,
+    pcm_16k, write_wav_f32, write_wav_file_24k, AudioError, AudioInput, MonoAudio, ReadOptions,
+    DEFAULT_MAX_SECONDS,
     INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 pub use model::engine::{Lfm2Audio, ModelOptions};

@@ -168,18 +168,8 @@ fn decode<R: Read>(reader: R, opts: &ReadOptions) -> Result<MonoAudio, AudioErro
 
     // The header's length is only a claim: cap the up-front allocation and let the vector grow.
     let mut mono = Vec::with_capacity(frames.min(1 << 22));
-    let inv_channels = 1.0 / channels as f64;
-    let mut acc = 0.0f64;
-    let mut in_frame = 0usize;
-    let mut push = |value: f64, mono: &mut Vec<f32>| {
-        acc += value;
-        in_frame += 1;
-        if in_frame == channels {
-            mono.push((acc * inv_channels) as f32);
-            acc = 0.0;
-            in_frame = 0;
-        }
-    };
+    let mut downmix = Downmix::new(channels);
+    let mut push = |value: f64, mono: &mut Vec<f32>| downmix.push(value, mono);
     match spec.sample_format {
         hound::SampleFormat::Float => {
             if spec.bits_per_sample != 32 {
@@ -218,6 +208,126 @@ fn decode<R: Read>(reader: R, opts: &ReadOptions) -> Result<MonoAudio, AudioErro
         sample_rate: spec.sample_rate,
         samples: mono,
     })
+}
+
+/// Averages interleaved channels to mono: the sum of a frame in f64, times 1 / channels (the
+/// WAV reader and caller-given PCM share it, so both give the same bits).
+struct Downmix {
+    channels: usize,
+    inv_channels: f64,
+    acc: f64,
+    in_frame: usize,
+}
+
+impl Downmix {
+    fn new(channels: usize) -> Downmix {
+        Downmix {
+            channels,
+            inv_channels: 1.0 / channels as f64,
+            acc: 0.0,
+            in_frame: 0,
+        }
+    }
+
+    fn push(&mut self, value: f64, mono: &mut Vec<f32>) {
+        self.acc += value;
+        self.in_frame += 1;
+        if self.in_frame == self.channels {
+            mono.push((self.acc * self.inv_channels) as f32);
+            self.acc = 0.0;
+            self.in_frame = 0;
+        }
+    }
+}
+
+/// Interleaved float PCM as the model's input: channels averaged, resampled to 16 kHz, exactly
+/// as a 32-bit float WAV of the same samples reads ([`load_wav_bytes_16k`]). The rate, the
+/// channel count, the length (whole frames, within `opts.max_seconds`) and every sample
+/// (finite) are checked first.
+pub fn pcm_16k(
+    interleaved: &[f32],
+    sample_rate: u32,
+    channels: u16,
+    opts: &ReadOptions,
+) -> Result<Vec<f32>, AudioError> {
+    check_rate(sample_rate)?;
+    if channels == 0 {
+        return Err(AudioError::UnsupportedFormat("channel count is 0".into()));
+    }
+    let ch = usize::from(channels);
+    if interleaved.len() % ch != 0 {
+        return Err(AudioError::UnsupportedFormat(format!(
+            "{} samples are not whole frames of {ch} channels",
+            interleaved.len()
+        )));
+    }
+    let frames = interleaved.len() / ch;
+    check_duration(frames as f64 / f64::from(sample_rate), opts.max_seconds)?;
+    if frames == 0 {
+        return Err(AudioError::Empty);
+    }
+    let mut mono = Vec::with_capacity(frames);
+    let mut downmix = Downmix::new(ch);
+    for &s in interleaved {
+        if !s.is_finite() {
+            return Err(AudioError::NonFinite { index: mono.len() });
+        }
+        downmix.push(f64::from(s), &mut mono);
+    }
+    resample(&mono, sample_rate, INPUT_SAMPLE_RATE)
+}
+
+/// Audio a request hands the engine: a WAV file's bytes, or samples.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AudioInput {
+    /// WAV bytes (any rate, any channel count, integer or float samples).
+    Wav(Vec<u8>),
+    /// Interleaved float samples at `sample_rate` with `channels` channels (a C caller's PCM):
+    /// no WAV is written for it.
+    Pcm {
+        /// Frames of `channels` samples each.
+        samples: Vec<f32>,
+        /// Samples per second and channel.
+        sample_rate: u32,
+        /// Channels per frame.
+        channels: u16,
+    },
+}
+
+impl AudioInput {
+    /// The model's input: mono, 16 kHz (see [`load_wav_bytes_16k`] and [`pcm_16k`]).
+    pub fn samples_16k(&self, opts: &ReadOptions) -> Result<Vec<f32>, AudioError> {
+        match self {
+            AudioInput::Wav(bytes) => load_wav_bytes_16k(bytes, opts),
+            AudioInput::Pcm {
+                samples,
+                sample_rate,
+                channels,
+            } => pcm_16k(samples, *sample_rate, *channels, opts),
+        }
+    }
+
+    /// Mono samples already at 16 kHz.
+    pub fn mono_16k(samples: Vec<f32>) -> AudioInput {
+        AudioInput::Pcm {
+            samples,
+            sample_rate: INPUT_SAMPLE_RATE,
+            channels: 1,
+        }
+    }
+}
+
+impl Default for AudioInput {
+    /// No audio (an empty WAV, which reads as an error).
+    fn default() -> AudioInput {
+        AudioInput::Wav(Vec::new())
+    }
+}
+
+impl From<Vec<u8>> for AudioInput {
+    fn from(wav: Vec<u8>) -> AudioInput {
+        AudioInput::Wav(wav)
+    }
 }
 
 /// Decodes WAV bytes to mono at the file's own sample rate (channels averaged).

@@ -336,6 +336,14 @@ impl Lfm2Audio {
         Ok(audio::load_wav_bytes_16k(wav, &opts)?)
     }
 
+    /// Reads a request's audio (WAV bytes or PCM) as mono 16 kHz, within the one-pass limit.
+    pub fn read_audio(&self, audio: &audio::AudioInput) -> Result<Vec<f32>, EngineError> {
+        let opts = ReadOptions {
+            max_seconds: self.inner.options.max_audio_seconds,
+        };
+        Ok(audio.samples_16k(&opts)?)
+    }
+
     /// Checks 16 kHz mono samples handed in directly.
     pub fn check_samples(&self, samples: &[f32]) -> Result<(), EngineError> {
         let opts = ReadOptions {

@@ -37,7 +37,7 @@ use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::{EventStream, ReplyRequest, ReplyResult, ReplyStream};
 use crate::lfm2_audio::generation::reply::{ReplyEvent, ReplyOptions};
 use crate::lfm2_audio::generation::schedule::Schedule;
-use crate::lfm2_audio::io::audio::ReadOptions;
+use crate::lfm2_audio::io::audio::{AudioInput, ReadOptions};
 use crate::lfm2_audio::model::engine::Lfm2Audio;
 use crate::lfm2_audio::tasks::asr::{AsrOptions, AsrResult};
 use crate::lfm2_audio::tasks::s2s::S2sOptions;
@@ -78,8 +78,8 @@ impl Default for SessionOptions {
 /// One speech-to-speech request.
 #[derive(Debug, Clone, Default)]
 pub struct S2sRequest {
-    /// The new question: WAV bytes (any rate, any channel count).
-    pub question: Vec<u8>,
+    /// The new question: WAV bytes (any rate, any channel count) or PCM samples.
+    pub question: AudioInput,
     /// Earlier turns, in order: per turn an `lfm2_audio.question` and its `lfm2_audio.reply`.
     pub history: Vec<Artifact>,
     /// Whether the result returns the reply artifact the next turn sends back as history.
@@ -311,7 +311,7 @@ impl Session {
                 "max_new_tokens must be positive".into(),
             ));
         }
-        let question = model.read_wav(&request.question)?;
+        let question = model.read_audio(&request.question)?;
         let format = model.reply_format();
         let markup = ChatMarkup::new(model.tokenizer(), &request.s2s.system_prompt);
         let cfg = HistoryConfig {

@@ -1,0 +1,238 @@
+//! The one request model: a `Job` run through `Session::run` or `Lfm2Audio::run` gives the bytes
+//! of the task calls it stands for (ASR, TTS, S2S with history), its events add up to its
+//! outcome, a cancel keeps exactly what the sink accepted, and PCM handed in as samples is read
+//! exactly as the same samples in a float WAV (no WAV is written for it).
+
+mod common;
+
+use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::{
+    AsrJob, AsrOptions, AudioInput, EngineError, Job, ReplyEvent, S2sOptions, S2sRequest,
+    SamplerConfig, TtsJob, TtsOptions, Voice,
+};
+
+use common::lfm2_tiny::input_signal;
+use common::package::{engine, uncached_session};
+use common::wav::{question, question_artifact};
+
+/// Interleaved stereo float PCM at 44.1 kHz: a deterministic waveform, left and right apart.
+fn stereo_44k() -> Vec<f32> {
+    (0..2 * 44_100)
+        .map(|i| {
+            let t = (i / 2) as f32;
+            let side = if i % 2 == 0 { 1.0 } else { -0.5 };
+            0.3 * side * ((t * 0.013).sin() + 0.5 * (t * 0.0021).sin())
+        })
+        .collect()
+}
+
+/// `samples` as a 32-bit float WAV of `channels` channels at `rate`.
+fn float_wav(samples: &[f32], rate: u32, channels: u16) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate: rate,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for &s in samples {
+        w.write_sample(s).unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+fn tts_options() -> TtsOptions {
+    TtsOptions {
+        max_new_tokens: 48,
+        voice: Voice::UkMale,
+        audio: SamplerConfig::tts_audio(5),
+        ..Default::default()
+    }
+}
+
+fn s2s_request(turn: usize, history: Vec<audio_engine::lfm2_audio::Artifact>) -> S2sRequest {
+    S2sRequest {
+        question: question(turn).into(),
+        history,
+        return_codes: true,
+        s2s: S2sOptions {
+            max_new_tokens: 64,
+            text: SamplerConfig::GREEDY,
+            audio: SamplerConfig::s2s_audio(9),
+            ..Default::default()
+        },
+    }
+}
+
+/// Runs `job`, collecting its events' text and audio.
+fn run_collect(
+    e: &audio_engine::lfm2_audio::Lfm2Audio,
+    job: &Job,
+) -> (audio_engine::lfm2_audio::Outcome, String, Vec<f32>) {
+    let (mut text, mut audio) = (String::new(), Vec::new());
+    let o = e
+        .run(job, &mut |ev| {
+            match ev {
+                ReplyEvent::Text(t) => text.push_str(&t),
+                ReplyEvent::Audio(a) => audio.extend(a),
+            }
+            true
+        })
+        .unwrap();
+    (o, text, audio)
+}
+
+#[test]
+fn jobs_give_the_bytes_of_the_task_calls() {
+    let e = engine(Quant::F32);
+    // ASR: a WAV, then the same samples as PCM.
+    let samples = input_signal();
+    let opts = AsrOptions {
+        max_new_tokens: 24,
+        ..Default::default()
+    };
+    let want = e.asr(&samples, &opts).unwrap();
+    let job = Job::Asr(AsrJob {
+        audio: AudioInput::mono_16k(samples.clone()),
+        options: opts.clone(),
+        chunk_seconds: None,
+    });
+    let (o, text, audio) = run_collect(&e, &job);
+    assert_eq!(o.tokens, want.tokens);
+    assert_eq!(o.text, want.text);
+    assert_eq!(text, want.text, "the events spell the transcript");
+    assert!(audio.is_empty() && o.audio.is_empty());
+    assert_eq!((o.steps, o.prompt_positions), (want.tokens.len(), want.prompt_positions));
+    assert!((o.input_seconds - samples.len() as f64 / 16_000.0).abs() < 1e-12);
+    assert!(!o.cancelled);
+
+    // TTS.
+    let want = e.tts("Hello there, numbers 2024 and voices.", &tts_options()).unwrap();
+    let job = Job::Tts(TtsJob {
+        text: "Hello there, numbers 2024 and voices.".into(),
+        options: tts_options(),
+    });
+    let (o, _, audio) = run_collect(&e, &job);
+    assert!(bits(&o.audio) == bits(&want.audio), "tts audio differs");
+    assert!(bits(&audio) == bits(&want.audio), "tts events differ");
+    assert_eq!((o.steps, o.ended), (want.steps.len(), want.ended));
+
+    // S2S: two turns on a session, the second carrying the first as history.
+    let mut direct = uncached_session(&e);
+    let mut by_job = uncached_session(&e);
+    let mut history = Vec::new();
+    for turn in 0..2 {
+        let req = s2s_request(turn, history.clone());
+        let want = direct.s2s(&req).unwrap();
+        let mut events = Vec::new();
+        let o = by_job
+            .run(&Job::S2s(req), &mut |ev| {
+                if let ReplyEvent::Audio(a) = ev {
+                    events.extend(a);
+                }
+                true
+            })
+            .unwrap();
+        assert_eq!(o.text, want.reply.text, "turn {turn}");
+        assert!(bits(&o.audio) == bits(&want.reply.audio), "turn {turn} audio");
+        assert!(bits(&events) == bits(&want.reply.audio), "turn {turn} events");
+        assert_eq!(o.artifact, want.artifact, "turn {turn} artifact");
+        assert_eq!(o.steps, want.reply.steps.len());
+        history.push(question_artifact(turn));
+        history.push(o.artifact.clone().unwrap());
+    }
+}
+
+#[test]
+fn pcm_reads_as_the_same_samples_in_a_float_wav() {
+    let pcm = stereo_44k();
+    let opts = audio_engine::lfm2_audio::ReadOptions::default();
+    let from_pcm = AudioInput::Pcm {
+        samples: pcm.clone(),
+        sample_rate: 44_100,
+        channels: 2,
+    }
+    .samples_16k(&opts)
+    .unwrap();
+    let from_wav = AudioInput::Wav(float_wav(&pcm, 44_100, 2))
+        .samples_16k(&opts)
+        .unwrap();
+    assert!(!from_pcm.is_empty());
+    assert!(bits(&from_pcm) == bits(&from_wav));
+    // Bad PCM is a typed error, not a panic.
+    for (samples, rate, channels) in [
+        (vec![0.1; 3], 16_000, 2),
+        (vec![0.1; 4], 16_000, 0),
+        (vec![0.1; 4], 10, 1),
+        (vec![], 16_000, 1),
+        (vec![0.1, f32::NAN], 16_000, 1),
+    ] {
+        let r = AudioInput::Pcm {
+            samples,
+            sample_rate: rate,
+            channels,
+        }
+        .samples_16k(&opts);
+        assert!(r.is_err());
+    }
+}
+
+#[test]
+fn a_cancel_keeps_what_the_sink_accepted_and_chunked_asr_joins_its_pieces() {
+    let e = engine(Quant::F32);
+    let req = s2s_request(0, Vec::new());
+    let full = e.run(&Job::S2s(req.clone()), &mut |_| true).unwrap();
+    // Accept two audio events, refuse the third.
+    let (mut seen, mut accepted) = (0, Vec::new());
+    let o = e
+        .run(&Job::S2s(req), &mut |ev| {
+            let ReplyEvent::Audio(a) = ev else {
+                return true;
+            };
+            seen += 1;
+            if seen > 2 {
+                return false;
+            }
+            accepted.extend(a);
+            true
+        })
+        .unwrap();
+    assert_eq!(seen, 3, "events after the refusal were delivered");
+    assert!(o.cancelled && !o.ended);
+    assert!(bits(&o.audio) == bits(&accepted));
+    assert!(!accepted.is_empty() && accepted.len() < full.audio.len());
+    assert!(bits(&full.audio[..accepted.len()]) == bits(&accepted));
+
+    // ASR in pieces of 0.5 s: each piece transcribed alone, the texts trimmed and joined.
+    let samples = input_signal();
+    let opts = AsrOptions {
+        max_new_tokens: 8,
+        ..Default::default()
+    };
+    let pieces: Vec<String> = samples
+        .chunks(8_000)
+        .map(|p| e.asr(p, &opts).unwrap().text.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .collect();
+    let job = |chunk_seconds| {
+        Job::Asr(AsrJob {
+            audio: AudioInput::mono_16k(samples.clone()),
+            options: opts.clone(),
+            chunk_seconds,
+        })
+    };
+    let (o, _, _) = run_collect(&e, &job(Some(0.5)));
+    assert_eq!(o.text, pieces.join(" "));
+    for bad in [0.0, -1.0, f64::NAN] {
+        assert!(matches!(
+            e.run(&job(Some(bad)), &mut |_| true),
+            Err(EngineError::InvalidRequest(_))
+        ));
+    }
+}
