@@ -119,9 +119,9 @@ impl Package {
         let package = ModelPackage::open_paths(self.paths.clone()).map_err(load_failure)?;
         let options = ModelOptions {
             n_threads: threads.max(1),
-            // why the cores: audio.cpp's sessions each choose their thread count; together
-            // they must not put more compute threads on the machine than it has cores.
-            max_compute_threads: std::thread::available_parallelism().map_or(threads, |n| n.get()),
+            // why the default (the cores): audio.cpp's sessions each choose their thread
+            // count; together they must not put more compute threads on the machine than it
+            // has cores.
             max_audio_seconds: ENGINE_MAX_SECONDS,
             ..ModelOptions::default()
         };

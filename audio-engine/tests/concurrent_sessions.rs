@@ -272,6 +272,7 @@ fn sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_e
         .unwrap(),
         ModelOptions {
             n_threads: 2,
+            max_compute_threads: 2,
             ..Default::default()
         },
     )

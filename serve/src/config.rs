@@ -28,7 +28,7 @@ pub struct Cli {
     /// Sessions per loaded model (parallel requests).
     #[arg(long)]
     pub slots: Option<usize>,
-    /// Compute threads per model, shared by all its slots (default: the cores).
+    /// Compute threads per graph (default: the cores); the slots share the cores between them.
     #[arg(long)]
     pub threads: Option<usize>,
     /// Longest wait for a free session, ms (0: unbounded); a request may ask for less.

@@ -46,7 +46,8 @@ pub struct ModelOptions {
     /// runs with are free, so concurrent requests never put more spinning compute threads on
     /// the machine than this (see [`crate::ggml::thread_budget`]). A session asking for more
     /// threads ([`SessionOptions::n_threads`](crate::lfm2_audio::SessionOptions::n_threads))
-    /// computes on this many. Default 0: `n_threads`.
+    /// computes on this many. Default 0: the machine's cores, at least `n_threads` (so
+    /// sessions of one thread each still compute side by side, one per core).
     pub max_compute_threads: usize,
     /// CPU threads for the small graphs every audio frame runs (the depthformer's one per
     /// codebook, the detokenizer's). Default 0: each reply measures frames on the backbone's
@@ -192,7 +193,9 @@ impl Lfm2Audio {
                 .set_n_threads(options.n_threads.max(1))
                 .map_err(backend_err(&mmproj_path))?;
             let total = match options.max_compute_threads {
-                0 => options.n_threads,
+                0 => std::thread::available_parallelism()
+                    .map_or(1, |n| n.get())
+                    .max(options.n_threads),
                 n => n,
             };
             // why on the model's backend: every run instance is made from it and shares it.
