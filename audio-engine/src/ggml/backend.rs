@@ -506,7 +506,8 @@ impl Backend {
     /// range-checked first (ggml aborts on an out-of-range index). A member used in place in a
     /// file mapping whose file has shrunk since it was mapped is
     /// [`GgmlError::FileChanged`] (reading it would raise `SIGBUS`; see
-    /// [`mapped_file`](super::mapped_file)).
+    /// [`mapped_file`](super::mapped_file)). On a CPU backend with a thread budget
+    /// ([`Backend::share_thread_budget`]) the compute first waits for its threads.
     pub fn compute(&self, graph: &Graph<'_>) -> Result<()> {
         self.validate(graph)?;
         let set = self

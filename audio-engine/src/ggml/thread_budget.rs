@@ -3,16 +3,30 @@
 //! Each CPU graph compute starts its own worker threads, and ggml's workers meet at spinning
 //! barriers. Two sessions that each compute on all the cores therefore put twice as many
 //! spinning threads on the machine as it has cores, and every barrier then waits for a thread
-//! the kernel has descheduled: two concurrent requests took 4x their time alone. So a compute
-//! first takes as many threads from the budget as it runs with (at most the budget's total)
-//! and gives them back when it ends; a compute that does not fit waits. Waiters are served in
-//! arrival order and the first waiter is never overtaken, even by a compute that would fit
-//! beside the running ones: a graph on all the threads would otherwise starve behind a stream
-//! of one-thread graphs. The thread count never changes a bit of the output, so waiting only
-//! moves time.
+//! the kernel has descheduled: two concurrent requests took several times their time alone.
+//! So a compute first takes the threads it runs with from the budget and gives them back when
+//! it ends; a compute that does not fit waits.
+//!
+//! How many it takes: what its backend is set to, at most the budget's total divided among the
+//! threads that compute for this model now (each request's thread, a prefill ahead's: those
+//! that computed within the last [`ACTIVE_WINDOW`]). Alone, a request computes on the whole
+//! budget; two requests on two cores compute one thread each, side by side. That also leaves
+//! each request's own thread its core for the work between graphs (sampling, the vocoder's
+//! ISTFT), which would otherwise preempt a worker of the other request's graph at its barrier.
+//!
+//! Waiters are served in arrival order and the first waiter is never overtaken, even by a
+//! compute that would fit beside the running ones: a graph on all the threads would otherwise
+//! starve behind a stream of one-thread graphs. The thread count never changes a bit of the
+//! output, so all of this moves only time.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+/// A thread that computed this recently still counts as computing for this model: a request
+/// spends a few milliseconds between its graphs (sampling, the vocoder), far less than this.
+pub const ACTIVE_WINDOW: Duration = Duration::from_millis(100);
 
 /// What a budget has seen since it was made (see [`ThreadBudget::stats`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -28,6 +42,8 @@ pub struct ThreadBudgetStats {
 #[derive(Debug, Default)]
 struct State {
     in_use: usize,
+    /// The threads that computed lately, with when they last asked.
+    active: Vec<(ThreadId, Instant)>,
     /// Tickets of the waiting computes, oldest first.
     queue: VecDeque<u64>,
     next_ticket: u64,
@@ -75,10 +91,11 @@ impl ThreadBudget {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Takes `want` threads (clamped to `1..=total`), waiting for them in arrival order.
+    /// Takes `want` threads for a compute on the calling thread: clamped to `1..=total` and to
+    /// the calling thread's share (see the module docs), waiting for them in arrival order.
     pub(crate) fn acquire(self: &Arc<Self>, want: usize) -> ThreadPermit {
-        let threads = want.clamp(1, self.total);
         let mut s = self.lock();
+        let threads = want.clamp(1, self.share(&mut s));
         if s.queue.is_empty() && s.in_use + threads <= self.total {
             return self.grant(s, threads);
         }
@@ -95,6 +112,16 @@ impl ThreadBudget {
                 return self.grant(s, threads);
             }
         }
+    }
+
+    /// The calling thread's share of the total: the total over the threads computing lately
+    /// (this one counted), at least one.
+    fn share(&self, s: &mut State) -> usize {
+        let (me, now) = (std::thread::current().id(), Instant::now());
+        s.active
+            .retain(|(id, seen)| *id != me && now.duration_since(*seen) < ACTIVE_WINDOW);
+        s.active.push((me, now));
+        (self.total / s.active.len()).max(1)
     }
 
     fn grant(self: &Arc<Self>, mut s: MutexGuard<'_, State>, threads: usize) -> ThreadPermit {
@@ -158,30 +185,49 @@ mod tests {
 
     #[test]
     fn the_first_waiter_is_not_overtaken_by_smaller_computes() {
-        let budget = ThreadBudget::new(2);
+        let budget = ThreadBudget::new(3);
         let one = budget.acquire(1);
+        // why: once this thread has not asked for a while, the waiter below computes alone
+        // and its share is the whole budget.
+        std::thread::sleep(ACTIVE_WINDOW + Duration::from_millis(50));
         let order = Arc::new(Mutex::new(Vec::new()));
         std::thread::scope(|sc| {
             let (b, o) = (&budget, &order);
-            // Wants both threads: waits for `one`.
+            // Wants all three threads: waits for `one`.
             sc.spawn(move || {
-                let _p = b.acquire(2);
-                o.lock().unwrap().push("two");
+                let p = b.acquire(3);
+                o.lock().unwrap().push(("all", p.threads()));
             });
             while budget.stats().waits < 1 {
                 std::thread::yield_now();
             }
             // Would fit beside `one`, but arrives after the waiter.
             sc.spawn(move || {
-                let _p = b.acquire(1);
-                o.lock().unwrap().push("late one");
+                let p = b.acquire(1);
+                o.lock().unwrap().push(("late one", p.threads()));
             });
             while budget.stats().waits < 2 {
                 std::thread::yield_now();
             }
             drop(one);
         });
-        assert_eq!(*order.lock().unwrap(), ["two", "late one"]);
+        assert_eq!(*order.lock().unwrap(), [("all", 3), ("late one", 1)]);
+    }
+
+    #[test]
+    fn threads_computing_at_once_share_the_total() {
+        let budget = ThreadBudget::new(4);
+        assert_eq!(budget.acquire(4).threads(), 4, "alone: the whole budget");
+        std::thread::sleep(ACTIVE_WINDOW + Duration::from_millis(50));
+        let (a, b) = std::thread::scope(|sc| {
+            let a = sc.spawn(|| budget.acquire(4).threads()).join().unwrap();
+            // `a`'s thread computed just now: two threads share the four.
+            let b = sc.spawn(|| budget.acquire(4).threads()).join().unwrap();
+            (a, b)
+        });
+        assert_eq!((a, b), (4, 2));
+        std::thread::sleep(ACTIVE_WINDOW + Duration::from_millis(50));
+        assert_eq!(budget.acquire(4).threads(), 4, "the others went quiet");
     }
 
     #[test]
