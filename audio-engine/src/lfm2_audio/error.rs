@@ -17,6 +17,7 @@ use crate::lfm2_audio::text::tokenizer::TokenizerError;
 /// does not fit (capacity), a model that does not load, and the engine stage that failed; a
 /// stage's variant carries that stage's own error as its source.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum EngineError {
     /// The request is malformed: bad options, artifacts, history, text or lengths.
     #[error("invalid request: {0}")]

@@ -33,6 +33,7 @@ impl Default for AsrOptions {
 
 /// Why generation stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StopReason {
     /// The model produced `<|im_end|>`.
     ImEnd,
