@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
 use audio_engine::lfm2_audio::{
-    load_wav_bytes_16k, ModelPackage, PackagePaths, Quant, ReadOptions, SamplerConfig,
-    DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
-};
-use audio_engine::lfm2_audio::{
     AsrOptions, EngineError, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
     SessionOptions, StopReason, TtsOptions, Voice,
+};
+use audio_engine::lfm2_audio::{
+    AudioInput, ModelPackage, PackagePaths, Quant, ReadOptions, SamplerConfig, DEFAULT_MAX_SECONDS,
+    INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 use serde_json::Value;
 
@@ -175,12 +175,12 @@ impl Model {
         self.model.reply_format().language
     }
 
-    /// Transcribes `wav`, in chunks of `chunk_seconds` when given (chunk texts joined by a
+    /// Transcribes `audio`, in chunks of `chunk_seconds` when given (chunk texts joined by a
     /// space); `keep_going` is asked before each chunk and between decode steps within one, and
     /// stops the run when it says no (`Ok(None)`).
     pub fn asr(
         &self,
-        wav: &[u8],
+        audio: &AudioInput,
         max_tokens: usize,
         chunk_seconds: Option<f64>,
         keep_going: &dyn Fn() -> bool,
@@ -202,13 +202,15 @@ impl Model {
             if !keep_going() {
                 return Ok(None);
             }
-            let samples = self.model.read_wav(wav).map_err(failure)?;
+            let samples = self.model.read_audio(audio).map_err(failure)?;
             return chunk(&mut session, &samples);
         };
         let read = ReadOptions {
             max_seconds: f64::INFINITY,
         };
-        let samples = load_wav_bytes_16k(wav, &read).map_err(|e| failure(EngineError::Audio(e)))?;
+        let samples = audio
+            .samples_16k(&read)
+            .map_err(|e| failure(EngineError::Audio(e)))?;
         let per_chunk = ((seconds * f64::from(INPUT_RATE)).round() as usize).max(1);
         let mut texts = Vec::new();
         for piece in samples.chunks(per_chunk) {
@@ -398,8 +400,8 @@ impl Blob {
 /// An S2S request, typed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct S2sJob {
-    /// The new question, WAV bytes.
-    pub question: Vec<u8>,
+    /// The new question, the caller's samples.
+    pub question: AudioInput,
     /// The earlier turns, in conversation order.
     pub history: Vec<Blob>,
     /// Whether the result carries the reply artifact.
@@ -448,7 +450,7 @@ impl Conversation {
         sink: &mut dyn FnMut(Piece) -> bool,
     ) -> Result<Output, Failure> {
         let request = S2sRequest {
-            question: job.question.clone().into(),
+            question: job.question.clone(),
             history: job.history.iter().map(Blob::to_engine).collect(),
             return_codes: job.return_codes,
             s2s: S2sOptions {
@@ -488,38 +490,26 @@ impl Conversation {
     }
 }
 
-/// Interleaved float PCM as a 32-bit float WAV (what the engine reads; channels are averaged
-/// and the rate converted there).
-pub fn pcm_to_wav(samples: &[f32], sample_rate: u32, channels: u16) -> Result<Vec<u8>, Failure> {
-    // why: the WAV header stores bytes per second in 32 bits and bytes per frame in 16 (hound
-    // computes the first with a multiplication that overflows, found by fuzz/ target capi), and
-    // the engine reads only rates in its own range; refuse the rest here, naming the range.
+/// Interleaved float PCM as the engine's input: its samples as they are (the engine averages
+/// the channels and converts the rate exactly as it reads a float WAV of them), after the
+/// checks audio.cpp's callers get from this ABI.
+pub fn pcm_input(samples: &[f32], sample_rate: u32, channels: u16) -> Result<AudioInput, Failure> {
+    // why here: the ABI names the accepted rates and channel counts in its own words, before
+    // the engine sees the samples.
     if !(MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&sample_rate) {
         return Err(Failure::invalid(format!(
             "audio sample rate {sample_rate} Hz is outside {}..={} Hz",
             MIN_SAMPLE_RATE, MAX_SAMPLE_RATE
         )));
     }
-    if channels == 0 || usize::from(channels) * 4 > usize::from(u16::MAX) {
-        return Err(Failure::invalid(format!(
-            "audio has {channels} channels; 1..={} are read",
-            u16::MAX / 4
-        )));
+    if channels == 0 {
+        return Err(Failure::invalid("audio has 0 channels"));
     }
-    let spec = hound::WavSpec {
-        channels,
+    Ok(AudioInput::Pcm {
+        samples: samples.to_vec(),
         sample_rate,
-        bits_per_sample: 32,
-        sample_format: hound::SampleFormat::Float,
-    };
-    let mut out = std::io::Cursor::new(Vec::with_capacity(64 + samples.len() * 4));
-    let bad = |e: hound::Error| Failure::invalid(format!("audio cannot be encoded: {e}"));
-    let mut w = hound::WavWriter::new(&mut out, spec).map_err(bad)?;
-    for &s in samples {
-        w.write_sample(s).map_err(bad)?;
-    }
-    w.finalize().map_err(bad)?;
-    Ok(out.into_inner())
+        channels,
+    })
 }
 
 /// The canonical form of a path, for comparing file options with the files loaded.

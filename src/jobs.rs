@@ -1,7 +1,7 @@
 //! From a request handle to a typed engine job for one task: what the task takes is checked
 //! here, so that everything it does not take is refused by name before anything runs.
 
-use audio_engine::lfm2_audio::Voice;
+use audio_engine::lfm2_audio::{AudioInput, Voice};
 
 use crate::engine::{self, Blob, Kind, S2sJob, TtsJob};
 use crate::options::{request_options, AudioChunkMode, RequestOptions, SessionSettings};
@@ -12,8 +12,8 @@ use crate::vocab::{Task, FAMILY};
 /// An ASR run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AsrJob {
-    /// The audio as WAV bytes.
-    pub wav: Vec<u8>,
+    /// The audio, as the caller's samples.
+    pub audio: AudioInput,
     /// Most text tokens (per chunk).
     pub max_tokens: usize,
     /// Chunk length when the audio is split.
@@ -29,7 +29,7 @@ pub enum Job {
     Tts(TtsJob),
     /// Speech to speech; the question is `None` when a stream is to push it.
     S2s {
-        /// Everything but the question's WAV (`question` left empty).
+        /// Everything but the question (`question` left empty).
         job: S2sJob,
         /// The request's audio, if it had any.
         question: Option<Pcm>,
@@ -147,8 +147,8 @@ fn blob(i: usize, a: &InArtifact) -> AbiResult<Blob> {
     })
 }
 
-/// The WAV the engine reads for `pcm`, checked against the one-pass limit.
-pub fn wav_of(pcm: &Pcm, settings: &SessionSettings, what: &str) -> AbiResult<Vec<u8>> {
+/// The engine's input for `pcm` (its samples, no WAV), checked against the one-pass limit.
+pub fn audio_of(pcm: &Pcm, settings: &SessionSettings, what: &str) -> AbiResult<AudioInput> {
     let seconds = pcm.seconds();
     if seconds > settings.max_pass_seconds {
         return Err(AbiError::invalid(format!(
@@ -157,18 +157,18 @@ pub fn wav_of(pcm: &Pcm, settings: &SessionSettings, what: &str) -> AbiResult<Ve
             settings.max_pass_seconds
         )));
     }
-    wav_unchecked(pcm)
+    audio_unchecked(pcm)
 }
 
-fn wav_unchecked(pcm: &Pcm) -> AbiResult<Vec<u8>> {
+fn audio_unchecked(pcm: &Pcm) -> AbiResult<AudioInput> {
     let channels = u16::try_from(pcm.channels).map_err(|_| {
         AbiError::invalid(format!(
             "audio has {} channels; 1..={} are read",
             pcm.channels,
-            u16::MAX / 4
+            u16::MAX
         ))
     })?;
-    engine::pcm_to_wav(&pcm.samples, pcm.rate, channels).map_err(|f| AbiError::invalid(f.message))
+    engine::pcm_input(&pcm.samples, pcm.rate, channels).map_err(|f| AbiError::invalid(f.message))
 }
 
 /// Checks `req` for `task` on a model of `language` and builds the job.
@@ -201,12 +201,12 @@ pub fn plan(
                     AudioChunkMode::Auto if seconds <= settings.max_pass_seconds => None,
                     AudioChunkMode::Auto | AudioChunkMode::Fixed => Some(chunk),
                 };
-                let wav = match chunk_seconds {
-                    None => wav_of(pcm, settings, "the audio")?,
-                    Some(_) => wav_unchecked(pcm)?,
+                let audio = match chunk_seconds {
+                    None => audio_of(pcm, settings, "the audio")?,
+                    Some(_) => audio_unchecked(pcm)?,
                 };
                 Job::Asr(AsrJob {
-                    wav,
+                    audio,
                     max_tokens: o.max_tokens,
                     chunk_seconds,
                 })
@@ -256,7 +256,7 @@ pub fn plan(
                     .collect::<AbiResult<Vec<_>>>()?;
                 Job::S2s {
                     job: S2sJob {
-                        question: Vec::new(),
+                        question: AudioInput::default(),
                         history,
                         return_codes: o.return_codes,
                         max_tokens: o.max_tokens,

@@ -8,9 +8,10 @@ use audio_engine::lfm2_audio::limits;
 use crate::status::{AbiError, AbiResult};
 
 /// Most samples (all channels together) one PCM argument may carry: 1 073 741 760, 18.6 hours
-/// of 16 kHz mono. The engine reads audio as a 32-bit float WAV, whose RIFF and data chunk
-/// sizes are 32-bit fields; 256 bytes are left for the header. Audio over this could never
-/// run, so it is refused before its samples are copied.
+/// of 16 kHz mono: what a 32-bit float WAV holds (its RIFF and data chunk sizes are 32-bit
+/// fields; 256 bytes are left for the header). A question travels back into later turns as a
+/// WAV artifact, so audio over this could never be part of a conversation; it is refused
+/// before its samples are copied.
 pub const MAX_AUDIO_SAMPLES: usize = (u32::MAX as usize - 256) / std::mem::size_of::<f32>();
 
 /// Interleaved float PCM.
@@ -58,8 +59,8 @@ pub fn pcm_len(frames: usize, rate: i32, channels: i32, what: &str) -> AbiResult
     if samples > MAX_AUDIO_SAMPLES {
         return Err(AbiError::invalid(format!(
             "{what}: {frames} frames x {channels} channels are {samples} samples, over the \
-             limit of {MAX_AUDIO_SAMPLES} (MAX_AUDIO_SAMPLES: the engine reads audio as a WAV, \
-             whose sizes are 32-bit); nothing was copied"
+             limit of {MAX_AUDIO_SAMPLES} (MAX_AUDIO_SAMPLES: what a WAV holds, its sizes are \
+             32-bit); nothing was copied"
         )));
     }
     Ok(samples)
@@ -244,7 +245,7 @@ mod tests {
         assert!(e.message.contains("MAX_AUDIO_SAMPLES"), "{}", e.message);
         let e = pcm_len(MAX_AUDIO_SAMPLES / 2 + 1, 16_000, 2, "audio").unwrap_err();
         assert!(e.message.contains("MAX_AUDIO_SAMPLES"), "{}", e.message);
-        // The largest WAV the engine is handed still has 32-bit sizes.
+        // The largest audio is still a WAV with 32-bit sizes.
         let wav_bytes = MAX_AUDIO_SAMPLES * 4 + 256;
         assert!(u32::try_from(wav_bytes).is_ok());
     }

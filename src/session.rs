@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::engine::{self, Conversation, Failure, FailureKind, Output};
-use crate::jobs::{plan, wav_of, Job, Plan};
+use crate::jobs::{audio_of, plan, Job, Plan};
 use crate::model::ModelInner;
 use crate::options::SessionSettings;
 use crate::request::{Pcm, Request};
@@ -188,7 +188,7 @@ impl SessionHandle {
                 let stop = || !self.cancel.load(Ordering::SeqCst);
                 match st
                     .engine
-                    .asr(&j.wav, j.max_tokens, j.chunk_seconds, &stop)
+                    .asr(&j.audio, j.max_tokens, j.chunk_seconds, &stop)
                     .map_err(abi)?
                 {
                     Some(text) => Output {
@@ -210,7 +210,7 @@ impl SessionHandle {
                          audiocpp_stream_push on a streaming session)",
                     )
                 })?;
-                job.question = wav_of(&pcm, &st.settings, "the question")?;
+                job.question = audio_of(&pcm, &st.settings, "the question")?;
                 let conv = st.conversation();
                 let r = conv.s2s(&job, &mut keep_going);
                 let figures = (conv.resumed_prefill_steps(), conv.reused_questions());
@@ -362,7 +362,7 @@ impl SessionHandle {
                          audio) before the first audiocpp_stream_next_event",
                     )
                 })?;
-                job.question = wav_of(&pcm, &st.settings, "the question")?;
+                job.question = audio_of(&pcm, &st.settings, "the question")?;
                 let mut conv = st.take_conversation();
                 Worker::spawn(
                     n,

@@ -64,10 +64,15 @@ fn a_sample_rate_past_the_wav_header_is_an_invalid_argument() {
     assert_eq!(st, INVALID_ARGUMENT, "{msg}");
 }
 
-/// The WAV's 16-bit bytes-per-frame field holds 16383 f32 channels at most.
+/// The fuzz target found 16384 channels overflowing the 16-bit bytes-per-frame field of the WAV
+/// the ABI wrote for the engine. The ABI now hands the engine the samples as they are (no WAV), so
+/// such a request is read like any other: no panic, a typed status either way. Channel counts
+/// past 16 bits are refused by name.
 #[test]
-fn a_channel_count_past_the_wav_header_is_an_invalid_argument() {
+fn many_channels_are_read_without_a_wav_and_past_16_bits_refused() {
     let (st, msg) = run_with_audio("asr", 1, 16_000, 16_384);
+    assert!(st == 0 || st == INVALID_ARGUMENT, "{st}: {msg}");
+    let (st, msg) = run_with_audio("asr", 1, 16_000, 65_536);
     assert_eq!(st, INVALID_ARGUMENT, "{msg}");
-    assert!(msg.contains("16384 channels; 1..=16383"), "{msg}");
+    assert!(msg.contains("65536 channels; 1..=65535"), "{msg}");
 }
