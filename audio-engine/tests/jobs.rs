@@ -108,12 +108,17 @@ fn jobs_give_the_bytes_of_the_task_calls() {
     assert_eq!(o.text, want.text);
     assert_eq!(text, want.text, "the events spell the transcript");
     assert!(audio.is_empty() && o.audio.is_empty());
-    assert_eq!((o.steps, o.prompt_positions), (want.tokens.len(), want.prompt_positions));
+    assert_eq!(
+        (o.steps, o.prompt_positions),
+        (want.tokens.len(), want.prompt_positions)
+    );
     assert!((o.input_seconds - samples.len() as f64 / 16_000.0).abs() < 1e-12);
     assert!(!o.cancelled);
 
     // TTS.
-    let want = e.tts("Hello there, numbers 2024 and voices.", &tts_options()).unwrap();
+    let want = e
+        .tts("Hello there, numbers 2024 and voices.", &tts_options())
+        .unwrap();
     let job = Job::Tts(TtsJob {
         text: "Hello there, numbers 2024 and voices.".into(),
         options: tts_options(),
@@ -140,8 +145,14 @@ fn jobs_give_the_bytes_of_the_task_calls() {
             })
             .unwrap();
         assert_eq!(o.text, want.reply.text, "turn {turn}");
-        assert!(bits(&o.audio) == bits(&want.reply.audio), "turn {turn} audio");
-        assert!(bits(&events) == bits(&want.reply.audio), "turn {turn} events");
+        assert!(
+            bits(&o.audio) == bits(&want.reply.audio),
+            "turn {turn} audio"
+        );
+        assert!(
+            bits(&events) == bits(&want.reply.audio),
+            "turn {turn} events"
+        );
         assert_eq!(o.artifact, want.artifact, "turn {turn} artifact");
         assert_eq!(o.steps, want.reply.steps.len());
         history.push(question_artifact(turn));

@@ -40,12 +40,9 @@ const LAYERS: [&str; 11] = [
 const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("model", "text"),
     ("model", "generation"),
-    ("model", "session"),
     ("model", "error"),
     ("text", "error"),
-    ("generation", "session"),
     ("generation", "error"),
-    ("tasks", "session"),
     ("tasks", "limits"),
     ("tasks", "error"),
     ("session", "limits"),

@@ -54,8 +54,7 @@ pub use generation::sampling::SamplerConfig;
 pub use io::audio::{
     decode_wav_bytes, decode_wav_file, encode_wav_24k, load_wav_bytes_16k, load_wav_file_16k,
     pcm_16k, write_wav_f32, write_wav_file_24k, AudioError, AudioInput, MonoAudio, ReadOptions,
-    DEFAULT_MAX_SECONDS,
-    INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
+    DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 pub use model::engine::{Lfm2Audio, ModelOptions};
 pub use model::load_error::LoadError;

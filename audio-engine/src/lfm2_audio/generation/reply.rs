@@ -14,10 +14,8 @@ use std::time::{Duration, Instant};
 use super::sampling::{AudioSampler, SamplerConfig};
 use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::backbone::{ForwardOutput, Position, Rows};
+use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position, Rows};
 use crate::lfm2_audio::model::engine::{prefill_blocks, Lfm2Audio};
-use crate::lfm2_audio::session::conversation::artifact::ReplyStep;
-use crate::lfm2_audio::session::prefill_cache::PrefillCache;
 use crate::lfm2_audio::text::prompt::Prompt;
 
 /// Generation settings of one reply.
@@ -73,6 +71,30 @@ pub struct StepTimings {
     pub frame_backbone: Vec<Duration>,
     /// Audio frames: the detokenizer (codes to 24 kHz samples; end-of-audio frames run none).
     pub detokenizer: Vec<Duration>,
+}
+
+/// One step of a reply as the generator yielded it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ReplyStep {
+    /// A text token id (`<|text_end|>` included; `<|im_end|>` never, as it ends the reply).
+    Text(u32),
+    /// An audio frame: one code per codebook (all `audio_vocab_size - 1` for end of audio).
+    Frame(Vec<u32>),
+}
+
+/// A prompt's prefill that restores what earlier requests already ran (the session layer's
+/// prefill-block cache implements it): the reply loop needs only this, not the cache.
+pub(crate) trait KeptPrefill {
+    /// Clears `cache` and prefills `positions` (partitioned into `blocks`) from position 0,
+    /// restoring the blocks it kept and running the rest; returns the last position's outputs
+    /// and the positions restored instead of run.
+    fn prefill_kept(
+        &mut self,
+        backbone: &Backbone,
+        cache: &mut DecodeCache,
+        positions: &[Position<'_>],
+        blocks: &[std::ops::Range<usize>],
+    ) -> Result<(ForwardOutput, usize), EngineError>;
 }
 
 /// A finished reply.
@@ -173,7 +195,7 @@ impl Lfm2Audio {
         &self,
         backend: &crate::ggml::Backend,
         req: ReplyRequest,
-        prefill_cache: Option<&mut PrefillCache>,
+        prefill_cache: Option<&mut dyn KeptPrefill>,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<ReplyResult, EngineError> {
         let ReplyRequest {
@@ -208,10 +230,7 @@ impl Lfm2Audio {
         let positions = prompt.positions(&rows, hidden)?;
         let blocks = prompt.blocks();
         let (mut last, resumed): (ForwardOutput, usize) = match prefill_cache {
-            Some(pc) => {
-                let out = pc.prefill(backbone, &mut cache, &positions, &blocks)?;
-                (out, pc.resumed_prefill_steps())
-            }
+            Some(pc) => pc.prefill_kept(backbone, &mut cache, &positions, &blocks)?,
             None => (
                 prefill_blocks(backbone, &mut cache, &positions, &blocks)?,
                 0,

@@ -284,16 +284,14 @@ impl Lfm2Audio {
         self.inner.special
     }
 
-    /// What a reply artifact of this model must fit.
-    pub fn reply_format(&self) -> crate::lfm2_audio::session::conversation::ReplyFormat {
-        let s = self.special_tokens();
-        crate::lfm2_audio::session::conversation::ReplyFormat {
-            language: self.inner.language.clone(),
-            codebooks: self.inner.codebooks,
-            audio_vocab_size: s.end_of_audio + 1,
-            text_vocab_size: self.inner.tokenizer.n_vocab() as u32,
-            im_end: s.im_end,
-        }
+    /// The checkpoint's language tag (`general.languages[0]`, else `en`).
+    pub fn language(&self) -> &str {
+        &self.inner.language
+    }
+
+    /// Codes per audio frame.
+    pub fn codebooks(&self) -> usize {
+        self.inner.codebooks
     }
 
     /// Text and audio steps per block of an interleaved reply.

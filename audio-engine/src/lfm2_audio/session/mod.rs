@@ -35,7 +35,7 @@ use self::conversation::{
 use self::prefill_cache::PrefillCache;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::{EventStream, ReplyRequest, ReplyResult, ReplyStream};
-use crate::lfm2_audio::generation::reply::{ReplyEvent, ReplyOptions};
+use crate::lfm2_audio::generation::reply::{KeptPrefill, ReplyEvent, ReplyOptions};
 use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::io::audio::{AudioInput, ReadOptions};
 use crate::lfm2_audio::model::engine::Lfm2Audio;
@@ -537,7 +537,7 @@ impl Session {
             started: p.req.started,
             encode: p.req.encode,
         };
-        let cache = if p.chunked {
+        let cache: Option<&mut dyn KeptPrefill> = if p.chunked {
             Some(&mut self.prefill)
         } else {
             None

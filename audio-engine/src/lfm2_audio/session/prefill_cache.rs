@@ -22,6 +22,7 @@ use std::collections::VecDeque;
 use std::ops::Range;
 
 use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::generation::reply::KeptPrefill;
 use crate::lfm2_audio::model::backbone::{
     Backbone, CacheBlock, DecodeCache, ForwardOutput, Position,
 };
@@ -286,5 +287,18 @@ impl PrefillCache {
             self.conversations.truncate(self.slots);
         }
         Ok((out, ext))
+    }
+}
+
+impl KeptPrefill for PrefillCache {
+    fn prefill_kept(
+        &mut self,
+        backbone: &Backbone,
+        cache: &mut DecodeCache,
+        positions: &[Position<'_>],
+        blocks: &[Range<usize>],
+    ) -> Result<(ForwardOutput, usize), EngineError> {
+        let out = self.prefill(backbone, cache, positions, blocks)?;
+        Ok((out, self.resumed_prefill_steps()))
     }
 }

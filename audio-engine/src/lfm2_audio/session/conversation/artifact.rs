@@ -11,6 +11,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::lfm2_audio::error::EngineError;
+pub use crate::lfm2_audio::generation::reply::ReplyStep;
+use crate::lfm2_audio::model::engine::Lfm2Audio;
 
 /// Id of the artifact holding an earlier turn's reply.
 pub const REPLY_ID: &str = "lfm2_audio.reply";
@@ -70,15 +72,6 @@ pub struct Artifact {
     pub meta: BTreeMap<String, Value>,
 }
 
-/// One step of a reply as the generator yielded it.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ReplyStep {
-    /// A text token id (`<|text_end|>` included; `<|im_end|>` never, as it ends the reply).
-    Text(u32),
-    /// An audio frame: one code per codebook (all `audio_vocab_size - 1` for end of audio).
-    Frame(Vec<u32>),
-}
-
 /// A decoded reply: its steps and whether it ended on its own.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reply {
@@ -113,6 +106,20 @@ pub struct ReplyFormat {
     pub text_vocab_size: u32,
     /// The `<|im_end|>` id, which ends a reply and is never one of its steps.
     pub im_end: u32,
+}
+
+impl Lfm2Audio {
+    /// What a reply artifact of this model must fit.
+    pub fn reply_format(&self) -> ReplyFormat {
+        let s = self.special_tokens();
+        ReplyFormat {
+            language: self.language().to_owned(),
+            codebooks: self.codebooks(),
+            audio_vocab_size: s.end_of_audio + 1,
+            text_vocab_size: self.tokenizer().n_vocab() as u32,
+            im_end: s.im_end,
+        }
+    }
 }
 
 impl ReplyFormat {
