@@ -138,6 +138,7 @@ pub struct Depthformer {
     books: Vec<DepthBook>,
     /// The backend the weights were loaded on: [`Depthformer::frame`] and
     /// [`Depthformer::new_scratch`] compute on it.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     backend: Backend,
 }
 
@@ -287,6 +288,7 @@ impl Depthformer {
     }
 
     /// The vocoder dimensions (codebooks, audio vocabulary, widths).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn config(&self) -> &VocoderConfig {
         &self.config
     }
@@ -307,21 +309,25 @@ impl Depthformer {
     }
 
     /// The RoPE base in use.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn rope_theta(&self) -> f32 {
         self.rope_theta
     }
 
     /// The RMSNorm epsilon in use.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn norm_eps(&self) -> f32 {
         self.norm_eps
     }
 
     /// Bytes of backend memory the depthformer's weights take.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn weight_bytes(&self) -> usize {
         self.weights.size_bytes()
     }
 
     /// The backend the weights were loaded on.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn backend(&self) -> &Backend {
         &self.backend
     }
@@ -332,6 +338,7 @@ impl Depthformer {
     ///
     /// Builds this frame's step graphs in a fresh scratch; for a stream of frames use
     /// [`Depthformer::session`].
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn frame(&self, hidden: &[f32], sampler: &mut AudioSampler) -> R<Vec<u32>> {
         let scratch = self.new_scratch()?;
         let mut runner = Runner::new(self, &scratch);
@@ -341,6 +348,7 @@ impl Depthformer {
     /// The logits of every codebook when the codes fed back are `codes` (teacher forcing):
     /// row `i` is codebook `i`'s logits given `codes[..i]`. `codes` holds one code per codebook
     /// (the last one is not used).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn frame_logits_teacher_forced(&self, hidden: &[f32], codes: &[u32]) -> R<Vec<Vec<f32>>> {
         let scratch = self.new_scratch()?;
         let mut runner = Runner::new(self, &scratch);
@@ -351,6 +359,7 @@ impl Depthformer {
 
     /// Per-run state for a [`DepthSession`] computing on the weights' backend: keep it beside
     /// the session.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn new_scratch(&self) -> R<DepthScratch> {
         self.new_scratch_on(&self.backend)
     }
@@ -485,6 +494,7 @@ impl DepthSession<'_> {
     }
 
     /// As [`Depthformer::frame_logits_teacher_forced`], re-running the session's graphs.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn frame_logits_teacher_forced(
         &mut self,
         hidden: &[f32],
@@ -501,6 +511,7 @@ enum Feed<'s> {
     /// Picked by the sampler; end-of-audio at codebook 0 ends the frame.
     Sample(&'s mut AudioSampler),
     /// Given (teacher forcing); every step's logits are collected.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     Teacher(&'s [u32], &'s mut Vec<Vec<f32>>),
 }
 

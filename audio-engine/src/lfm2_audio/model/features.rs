@@ -85,6 +85,7 @@ pub struct LogMelFeatures {
 
 impl LogMelFeatures {
     /// Number of mel bins (rows).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn n_mels(&self) -> usize {
         self.n_mels
     }
@@ -96,6 +97,7 @@ impl LogMelFeatures {
 
     /// Number of frames used for the normalisation statistics, `n_samples / 160`; the frames from
     /// here on are all zero.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn n_valid_frames(&self) -> usize {
         self.n_valid_frames
     }
@@ -106,6 +108,7 @@ impl LogMelFeatures {
     }
 
     /// Consumes the features, returning the mel-major values.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn into_data(self) -> Vec<f32> {
         self.data
     }
@@ -114,6 +117,7 @@ impl LogMelFeatures {
     ///
     /// # Panics
     /// If `mel >= n_mels` or `frame >= n_frames`.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn get(&self, mel: usize, frame: usize) -> f32 {
         assert!(
             mel < self.n_mels && frame < self.n_frames,
@@ -126,6 +130,7 @@ impl LogMelFeatures {
     ///
     /// # Panics
     /// If `mel >= n_mels`.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn mel_row(&self, mel: usize) -> &[f32] {
         &self.data[mel * self.n_frames..(mel + 1) * self.n_frames]
     }
@@ -134,6 +139,7 @@ impl LogMelFeatures {
     ///
     /// # Panics
     /// If `frame >= n_frames`.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn frame(&self, frame: usize) -> Vec<f32> {
         assert!(frame < self.n_frames, "frame out of range");
         (0..self.n_mels)
@@ -142,6 +148,7 @@ impl LogMelFeatures {
     }
 
     /// The transpose: frame-major `[n_frames, n_mels]`, mel bins fastest.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn to_frame_major(&self) -> Vec<f32> {
         let mut out = vec![0.0f32; self.data.len()];
         for (m, row) in self.data.chunks_exact(self.n_frames.max(1)).enumerate() {

@@ -119,6 +119,7 @@ impl WeightFile {
 
     /// Opens `path` and loads every tensor onto `backend`; a missing file is
     /// [`LoadError::MissingFile`].
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn open(path: impl AsRef<Path>, backend: &Backend) -> Result<WeightFile> {
         WeightFile::load(open_gguf(path)?, backend)
     }
@@ -134,16 +135,19 @@ impl WeightFile {
     }
 
     /// Bytes of backend memory the tensors take.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn size_bytes(&self) -> usize {
         self.store.size_bytes()
     }
 
     /// Whether a tensor named `name` was loaded.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn contains(&self, name: &str) -> bool {
         self.store.contains(name)
     }
 
     /// The loaded tensors.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn store(&self) -> &WeightStore {
         &self.store
     }
@@ -239,6 +243,7 @@ impl<'a> VarBuilder<'a> {
     }
 
     /// The file errors name.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn path(&self) -> &'a Path {
         self.file
     }

@@ -86,6 +86,7 @@ impl PrefillCache {
     }
 
     /// Conversations it keeps at most.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn slots(&self) -> usize {
         self.slots
     }
@@ -96,16 +97,19 @@ impl PrefillCache {
     }
 
     /// Conversations kept.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn len(&self) -> usize {
         self.conversations.len()
     }
 
     /// Whether nothing is kept.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.conversations.is_empty()
     }
 
     /// Host bytes the kept blocks take.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn size_bytes(&self) -> usize {
         self.conversations
             .iter()
@@ -115,6 +119,7 @@ impl PrefillCache {
     }
 
     /// Forgets every kept block.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn clear(&mut self) {
         self.conversations.clear();
     }

@@ -247,11 +247,13 @@ impl<'t> PromptBuilder<'t> {
     }
 
     /// Number of positions so far.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn len(&self) -> usize {
         self.pieces.iter().map(PromptPiece::len).sum()
     }
 
     /// Whether the prompt is empty (never, after `new`).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

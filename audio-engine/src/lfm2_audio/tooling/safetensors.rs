@@ -317,13 +317,16 @@ fn parse_entry(v: &serde_json::Value) -> std::result::Result<Entry, String> {
     })
 }
 
-/// Builds a safetensors file in memory and writes it.
+/// Builds a safetensors file in memory and writes it (for the synthetic checkpoints, feature
+/// `testkit`, and the tests).
 #[derive(Debug, Default)]
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 pub struct SafeTensorsWriter {
     tensors: BTreeMap<String, (Dtype, Vec<usize>, Vec<u8>)>,
     metadata: BTreeMap<String, String>,
 }
 
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 impl SafeTensorsWriter {
     /// An empty file.
     pub fn new() -> SafeTensorsWriter {

@@ -164,17 +164,20 @@ impl DecodeCache {
     }
 
     /// Whether nothing has been written since creation or the last [`DecodeCache::clear`].
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Bytes of memory the cache spans (resident or not).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn size_bytes(&self) -> usize {
         self.buffer.size()
     }
 
     /// Bytes of the cache's mapping that are resident in RAM (CPU caches only; `None` for
     /// device memory).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn resident_bytes(&self) -> Option<usize> {
         let (addr, len) = self.mapping?;
         resident_bytes(addr, len).ok()
@@ -334,16 +337,19 @@ pub struct CacheBlock {
 
 impl CacheBlock {
     /// First position of the block.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn start(&self) -> usize {
         self.start
     }
 
     /// Positions the block holds.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn positions(&self) -> usize {
         self.positions
     }
 
     /// Host bytes the copy takes.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn size_bytes(&self) -> usize {
         self.layers
             .iter()

@@ -300,6 +300,7 @@ impl Lfm2Config {
 /// Name of the token embedding (also the tied output head when `output.weight` is absent).
 pub const TOKEN_EMBD: &str = "token_embd.weight";
 /// Name of the final RMSNorm (llama.cpp's converter stores LFM2's final norm under this name).
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 pub const OUTPUT_NORM: &str = "token_embd_norm.weight";
 /// Name of the optional untied output head.
 pub const OUTPUT: &str = "output.weight";
@@ -328,6 +329,7 @@ pub struct Lfm2Layer {
 
 impl Lfm2Layer {
     /// Conv or attention.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn kind(&self) -> LayerKind {
         match self.mixer {
             Mixer::Conv(_) => LayerKind::Conv,

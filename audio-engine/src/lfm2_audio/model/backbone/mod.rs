@@ -152,6 +152,7 @@ pub struct Backbone {
     audio_codes: Option<AudioCodeTable>,
     sliding_window: Option<usize>,
     /// The backend the weights were loaded on ([`Backbone::new_cache`] computes on it).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     backend: Backend,
 }
 
@@ -192,6 +193,7 @@ impl Backbone {
     }
 
     /// The audio-code table, if set.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn audio_codes(&self) -> Option<&AudioCodeTable> {
         self.audio_codes.as_ref()
     }
@@ -213,17 +215,20 @@ impl Backbone {
     }
 
     /// The backend the graphs run on.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn backend(&self) -> &Backend {
         &self.backend
     }
 
     /// The typed layers.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn layers(&self) -> &Lfm2Weights {
         &self.model
     }
 
     /// A decode cache for `capacity` positions, computing on the backend the weights were loaded
     /// on.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn new_cache(&self, capacity: usize) -> Result<DecodeCache, BackboneError> {
         DecodeCache::new(&self.config, &self.backend, capacity)
     }

@@ -99,6 +99,7 @@ impl Istft {
     }
 
     /// Hop between frames, in samples.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn hop(&self) -> usize {
         self.hop
     }
@@ -145,6 +146,7 @@ impl OverlapAdd {
     }
 
     /// Frames added so far.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn frames(&self) -> usize {
         self.frames
     }

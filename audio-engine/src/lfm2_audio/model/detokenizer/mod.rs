@@ -43,6 +43,7 @@ use istft::{Istft, OverlapAdd};
 pub use stream::DetokenizerStream;
 
 /// Output sample rate in Hz.
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 pub const SAMPLE_RATE: u32 = 24_000;
 /// LFM2 positions (spectral frames) per code frame: 12.5 Hz codes upsampled to 75 Hz.
 // why: liquid-audio hard-codes `6 * x.shape[1]`; the files carry no key for it.
@@ -55,6 +56,7 @@ pub const SAMPLES_PER_FRAME: usize = UPSAMPLE * HOP;
 /// Default [`DetokenizerOptions::segment_frames`]: 128 frames, 10.24 s of audio.
 pub const DEFAULT_SEGMENT_FRAMES: usize = 128;
 /// Largest accepted [`DetokenizerOptions::segment_frames`] (about 23 hours of audio).
+#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 pub const MAX_SEGMENT_FRAMES: usize = 1 << 20;
 
 /// How decoding bounds its memory.
@@ -363,6 +365,7 @@ impl Detokenizer {
     }
 
     /// Sets the options of streams started from now on (and of [`decode`](Self::decode)).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn set_options(&mut self, options: DetokenizerOptions) -> Result<(), DetokenizerError> {
         let s = options.segment_frames;
         if s <= self.warmup_frames || s > MAX_SEGMENT_FRAMES {
@@ -377,38 +380,45 @@ impl Detokenizer {
     }
 
     /// The options in force.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn options(&self) -> DetokenizerOptions {
         self.options
     }
 
     /// Frames rerun at the start of each segment after the first: the LFM2's look-back
     /// (`sliding_window - 1` per attention layer, `L - 1` per conv layer) in whole frames.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn warmup_frames(&self) -> usize {
         self.warmup_frames
     }
 
     /// Codebooks per frame.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn codebooks(&self) -> usize {
         self.codes.codebooks
     }
 
     /// Codes per codebook (valid codes are `0..codes_per_codebook`).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn codes_per_codebook(&self) -> usize {
         self.codes.codes
     }
 
     /// Width of one head row: `n_bins` log-magnitudes then `n_bins` phases.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn spectrum_width(&self) -> usize {
         self.out_width
     }
 
     /// The LFM2 the detokenizer runs.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn backbone(&self) -> &Backbone {
         &self.backbone
     }
 
     /// A streaming decoder computing on the backend the weights were loaded on: push frames,
     /// get samples as soon as they are final.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn stream(&self) -> DetokenizerStream<'_> {
         DetokenizerStream::new(self)
     }
@@ -420,6 +430,7 @@ impl Detokenizer {
     }
 
     /// Checks every frame before any work is done.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     fn check_all<F: AsRef<[u32]>>(&self, frames: &[F]) -> Result<(), DetokenizerError> {
         if frames.is_empty() {
             return Err(DetokenizerError::Empty);
@@ -432,6 +443,7 @@ impl Detokenizer {
 
     /// The waveform of `frames` (24 kHz, [`SAMPLES_PER_FRAME`] samples per frame), decoded in
     /// segments exactly as a [`DetokenizerStream`] fed the same frames (the same bits).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn decode<F: AsRef<[u32]>>(&self, frames: &[F]) -> Result<Vec<f32>, DetokenizerError> {
         self.check_all(frames)?;
         let mut s = self.stream();
@@ -445,6 +457,7 @@ impl Detokenizer {
 
     /// The head output of `frames` (`UPSAMPLE` rows of [`spectrum_width`](Self::spectrum_width)
     /// values per frame, row-major), computed as [`decode`](Self::decode) computes it.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn spectrogram<F: AsRef<[u32]>>(&self, frames: &[F]) -> Result<Vec<f32>, DetokenizerError> {
         self.check_all(frames)?;
         let mut core = stream::Core::new(self, self.backbone.backend());
@@ -458,6 +471,7 @@ impl Detokenizer {
 
     /// The head output of `frames` from one LFM2 pass over all positions (liquid-audio's
     /// computation; memory grows with the square of the length).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn spectrogram_unchunked<F: AsRef<[u32]>>(
         &self,
         frames: &[F],
@@ -482,6 +496,7 @@ impl Detokenizer {
 
     /// The waveform of `frames` from one LFM2 pass over all positions (see
     /// [`spectrogram_unchunked`](Self::spectrogram_unchunked)).
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn decode_unchunked<F: AsRef<[u32]>>(
         &self,
         frames: &[F],

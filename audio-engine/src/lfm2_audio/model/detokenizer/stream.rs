@@ -117,6 +117,7 @@ impl std::fmt::Debug for DetokenizerStream<'_> {
 impl<'a> DetokenizerStream<'a> {
     /// A stream on `det` with its current options, computing on the backend its weights were
     /// loaded on.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn new(det: &'a Detokenizer) -> DetokenizerStream<'a> {
         DetokenizerStream::on(det, det.backbone.backend())
     }
@@ -131,6 +132,7 @@ impl<'a> DetokenizerStream<'a> {
     }
 
     /// Frames pushed successfully so far.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn frames(&self) -> usize {
         self.frames
     }
@@ -167,6 +169,7 @@ impl<'a> DetokenizerStream<'a> {
     /// Pushes several frames in order; returns the samples that became final (the same as
     /// pushing them one by one and concatenating). Every frame is checked before any is run, so
     /// a bad frame changes nothing; a backend failure midway keeps the frames before it pushed.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn push_frames<F: AsRef<[u32]>>(
         &mut self,
         frames: &[F],

@@ -113,11 +113,13 @@ impl AudioEncoder {
     }
 
     /// The encoder's configuration.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn config(&self) -> &EncoderConfig {
         &self.config
     }
 
     /// The weights this encoder reads.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn weights(&self) -> &WeightFile {
         &self.weights
     }
