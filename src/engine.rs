@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
 use audio_engine::lfm2_audio::{
-    AsrOptions, EngineError, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
-    SessionOptions, StopReason, TtsOptions, Voice,
+    AsrOptions, EngineError, Job as EngineJob, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions,
+    S2sRequest, Session, SessionOptions, StopReason, TtsJob as EngineTtsJob, TtsOptions, Voice,
 };
 use audio_engine::lfm2_audio::{
     AudioInput, ModelPackage, PackagePaths, Quant, ReadOptions, SamplerConfig, DEFAULT_MAX_SECONDS,
@@ -247,38 +247,21 @@ impl Model {
             },
             chunk_chars: job.chunk_chars,
         };
-        let mut delivered = Vec::new();
-        let mut stopped = false;
-        let r = self
+        // why the text steps too: a tts result has no text, but the sink hears the text steps
+        // before `<|audio_start|>` (callers drop them), so a cancel takes effect there instead
+        // of waiting for the first frame. After a stop the engine delivers nothing more and
+        // keeps the audio the sink accepted.
+        let job = EngineJob::Tts(EngineTtsJob {
+            text: job.text.clone(),
+            options: opts,
+        });
+        let o = self
             .task_session()
-            .tts_with(&job.text, &opts, &mut |ev| {
-                // why: once the caller said stop, the engine's closing events (the vocoder's
-                // tail) are not delivered.
-                if stopped {
-                    return false;
-                }
-                match ev {
-                    ReplyEvent::Audio(a) => {
-                        delivered.extend_from_slice(&a);
-                        stopped = !sink(Piece::Audio(a));
-                    }
-                    // why: a tts result has no text, but the sink hears the text steps before
-                    // `<|audio_start|>` too (callers drop it), so a cancel takes effect there
-                    // instead of waiting for the first frame.
-                    ReplyEvent::Text(t) => stopped = !sink(Piece::Text(t)),
-                }
-                !stopped
-            })
+            .run(&job, &mut |ev| sink(Piece::of(ev)))
             .map_err(failure)?;
-        if stopped {
-            return Ok(Output {
-                audio: Some(delivered),
-                ..Output::default()
-            });
-        }
         Ok(Output {
-            audio: Some(r.audio),
-            ended: r.ended,
+            audio: Some(o.audio),
+            ended: o.ended,
             ..Output::default()
         })
     }
@@ -425,6 +408,15 @@ pub enum Piece {
     Audio(Vec<f32>),
 }
 
+impl Piece {
+    fn of(ev: ReplyEvent) -> Piece {
+        match ev {
+            ReplyEvent::Text(t) => Piece::Text(t),
+            ReplyEvent::Audio(a) => Piece::Audio(a),
+        }
+    }
+}
+
 /// What a run produced.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Output {
@@ -464,18 +456,15 @@ impl Conversation {
                 ..S2sOptions::default()
             },
         };
-        let turn = self
+        let o = self
             .0
-            .s2s_with(&request, &mut |ev| match ev {
-                ReplyEvent::Text(t) => sink(Piece::Text(t)),
-                ReplyEvent::Audio(a) => sink(Piece::Audio(a)),
-            })
+            .run(&EngineJob::S2s(request), &mut |ev| sink(Piece::of(ev)))
             .map_err(failure)?;
         Ok(Output {
-            text: Some(turn.reply.text),
-            audio: Some(turn.reply.audio),
-            artifact: turn.artifact.map(Blob::from_engine),
-            ended: turn.reply.ended,
+            text: Some(o.text),
+            audio: Some(o.audio),
+            artifact: o.artifact.map(Blob::from_engine),
+            ended: o.ended,
         })
     }
 
