@@ -13,7 +13,7 @@ use audio_engine::lfm2_audio::{
 
 use common::lfm2_tiny::input_signal;
 use common::package::{engine, uncached_session};
-use common::wav::{question, question_artifact};
+use common::wav::{float_interleaved, question, question_artifact};
 
 /// Interleaved stereo float PCM at 44.1 kHz: a deterministic waveform, left and right apart.
 fn stereo_44k() -> Vec<f32> {
@@ -24,23 +24,6 @@ fn stereo_44k() -> Vec<f32> {
             0.3 * side * ((t * 0.013).sin() + 0.5 * (t * 0.0021).sin())
         })
         .collect()
-}
-
-/// `samples` as a 32-bit float WAV of `channels` channels at `rate`.
-fn float_wav(samples: &[f32], rate: u32, channels: u16) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels,
-        sample_rate: rate,
-        bits_per_sample: 32,
-        sample_format: hound::SampleFormat::Float,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for &s in samples {
-        w.write_sample(s).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -171,7 +154,7 @@ fn pcm_reads_as_the_same_samples_in_a_float_wav() {
     }
     .samples_16k(&opts)
     .unwrap();
-    let from_wav = AudioInput::Wav(float_wav(&pcm, 44_100, 2))
+    let from_wav = AudioInput::Wav(float_interleaved(44_100, 2, &pcm))
         .samples_16k(&opts)
         .unwrap();
     assert!(!from_pcm.is_empty());

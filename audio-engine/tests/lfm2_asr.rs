@@ -120,22 +120,13 @@ fn quantized_packages_stay_close_to_f32() {
     }
 }
 
+/// A float WAV of `samples` with each sample repeated on every one of `channels`.
 fn wav(rate: u32, channels: u16, samples: &[f32]) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels,
-        sample_rate: rate,
-        bits_per_sample: 32,
-        sample_format: hound::SampleFormat::Float,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for &s in samples {
-        for _ in 0..channels {
-            w.write_sample(s).unwrap();
-        }
-    }
-    w.finalize().unwrap();
-    out.into_inner()
+    let interleaved: Vec<f32> = samples
+        .iter()
+        .flat_map(|&s| std::iter::repeat(s).take(usize::from(channels)))
+        .collect();
+    common::wav::float_interleaved(rate, channels, &interleaved)
 }
 
 #[test]

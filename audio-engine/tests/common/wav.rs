@@ -21,6 +21,23 @@ pub fn mono_i16(rate: u32, samples: impl IntoIterator<Item = i16>) -> Vec<u8> {
     out.into_inner()
 }
 
+/// A 32-bit float WAV of interleaved `samples` (frames of `channels`) at `rate` Hz.
+pub fn float_interleaved(rate: u32, channels: u16, samples: &[f32]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels,
+        sample_rate: rate,
+        bits_per_sample: 32,
+        sample_format: hound::SampleFormat::Float,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for &s in samples {
+        w.write_sample(s).unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
 /// Question `i` of the tests' conversations: 1.5 s + 0.5 s per turn of a deterministic 16 kHz
 /// integer waveform (no libm), different per question.
 pub fn question(i: usize) -> Vec<u8> {
