@@ -1,5 +1,7 @@
 //! Input and output: WAV audio at any rate and channel count ([`audio`]), and the four-file
-//! model package ([`package`]).
+//! model package ([`package`]), also from the Hugging Face Hub (`hub`, feature `hub`).
 
 pub mod audio;
+#[cfg(feature = "hub")]
+pub mod hub;
 pub mod package;
