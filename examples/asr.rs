@@ -1,7 +1,8 @@
 //! Speech recognition with LFM2-Audio: WAV of any rate and channel count in, text out.
 //!
 //! ```text
-//! cargo run --release --example asr -- [--model DIR] [--max-tokens N] [--max-seconds S] input.wav
+//! cargo run --release --example asr -- [--model DIR | --hf REPO[:QUANT] [--offline]]
+//!                                      [--max-tokens N] [--max-seconds S] input.wav
 //! ```
 //! Without `--model` it runs on the built-in demo package (random tiny weights, so the "text"
 //! is noise) to show the whole path working.
@@ -13,14 +14,17 @@ use audio_engine::lfm2_audio::{AsrOptions, ModelOptions};
 use clap::Parser;
 
 mod common;
-use common::{model_options, open_model, printable};
+use common::hub::open_model_or_hub;
+use common::{model_options, printable};
 
 /// Speech recognition: prints the transcript of a WAV file.
 #[derive(Parser)]
 struct Args {
     /// Model directory with the four GGUF files (default: the built-in demo package).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "hf")]
     model: Option<PathBuf>,
+    #[command(flatten)]
+    hub: common::hub::HubArgs,
     /// CPU threads [default: all cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -45,7 +49,12 @@ fn main() -> Result<()> {
         max_audio_seconds: args.max_seconds,
         ..model_options(args.threads)
     };
-    let engine = open_model(args.model.as_deref(), mopts, "the transcript is noise")?;
+    let engine = open_model_or_hub(
+        args.model.as_deref(),
+        &args.hub,
+        mopts,
+        "the transcript is noise",
+    )?;
     let wav =
         std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
     let r = engine.asr_wav(&wav, &opts)?;

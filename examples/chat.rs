@@ -3,7 +3,8 @@
 //! artifact its turn returned), as a client of a server would carry it.
 //!
 //! ```text
-//! cargo run --release --example chat -- [--model DIR] [--out DIR] [--max-tokens N] [--seed S]
+//! cargo run --release --example chat -- [--model DIR | --hf REPO[:QUANT] [--offline]] [--out DIR]
+//!                                       [--max-tokens N] [--seed S]
 //!                                       [question1.wav question2.wav ...]
 //! ```
 //! Without `--model` it runs on the built-in demo package (random tiny weights: its speech and
@@ -24,14 +25,17 @@ use audio_engine::lfm2_audio::{
 use clap::Parser;
 
 mod common;
-use common::{model_options, open_model, printable};
+use common::hub::open_model_or_hub;
+use common::{model_options, printable};
 
 /// Multi-turn speech-to-speech: each question is one turn of the same conversation.
 #[derive(Parser)]
 struct Args {
     /// Model directory with the four GGUF files (default: the built-in demo package).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "hf")]
     model: Option<PathBuf>,
+    #[command(flatten)]
+    hub: common::hub::HubArgs,
     /// CPU threads [default: all cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -76,9 +80,10 @@ fn main() -> Result<()> {
     if let Some(seed) = args.seed {
         s2s.audio = SamplerConfig::s2s_audio(seed);
     }
-    let demo = args.model.is_none();
-    let model = open_model(
+    let demo = args.model.is_none() && !args.hub.is_set();
+    let model = open_model_or_hub(
         args.model.as_deref(),
+        &args.hub,
         model_options(args.threads),
         "its text and speech are noise",
     )?;

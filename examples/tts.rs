@@ -1,8 +1,8 @@
 //! Text to speech with LFM2-Audio: text in, 24 kHz WAV out, in one of the four voices.
 //!
 //! ```text
-//! cargo run --release --example tts -- [--model DIR] [--voice us_male|us_female|uk_male|uk_female]
-//!                                      [--stream] [--out FILE] [--max-tokens N] [--seed S] [TEXT...]
+//! cargo run --release --example tts -- [--model DIR | --hf REPO[:QUANT] [--offline]]
+//!                                      [--voice us_male|us_female|uk_male|uk_female] [--stream] [--out FILE] [--max-tokens N] [--seed S] [TEXT...]
 //! ```
 //! Without `--model` it runs on the built-in demo package (random tiny weights: its speech is
 //! noise); `-` reads the text from standard input, and so does no text when standard input is
@@ -21,14 +21,17 @@ use audio_engine::lfm2_audio::{
 use clap::Parser;
 
 mod common;
-use common::{model_options, open_model, printable};
+use common::hub::open_model_or_hub;
+use common::{model_options, printable};
 
 /// Text to speech: writes the spoken text as a 24 kHz WAV file.
 #[derive(Parser)]
 struct Args {
     /// Model directory with the four GGUF files (default: the built-in demo package).
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with = "hf")]
     model: Option<PathBuf>,
+    #[command(flatten)]
+    hub: common::hub::HubArgs,
     /// CPU threads [default: all cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
@@ -93,8 +96,9 @@ fn seconds(samples: usize) -> f64 {
 fn main() -> Result<()> {
     let args = Args::parse();
     let (text, demo) = read_text(&args.text)?;
-    let model = open_model(
+    let model = open_model_or_hub(
         args.model.as_deref(),
+        &args.hub,
         model_options(args.threads),
         "its speech is noise",
     )?;
@@ -102,11 +106,13 @@ fn main() -> Result<()> {
         voice: args
             .voice
             .unwrap_or(if demo { DEMO_VOICE } else { Voice::default() }),
-        max_new_tokens: args.max_tokens.unwrap_or(if args.model.is_none() {
-            DEMO_MAX_TOKENS
-        } else {
-            TtsOptions::default().max_new_tokens
-        }),
+        max_new_tokens: args
+            .max_tokens
+            .unwrap_or(if args.model.is_none() && !args.hub.is_set() {
+                DEMO_MAX_TOKENS
+            } else {
+                TtsOptions::default().max_new_tokens
+            }),
         audio: SamplerConfig::tts_audio(args.seed),
         ..Default::default()
     };

@@ -14,6 +14,17 @@
 extern "C" {
 #endif
 
+/* Model paths from the Hugging Face Hub (a library built with the cargo feature `hub`):
+ * audiocpp_model_load's model_path may be "hf:REPO[:QUANT]", e.g.
+ * "hf:LiquidAI/LFM2.5-Audio-1.5B-GGUF:Q4_0". The package's four files (by their published names)
+ * are fetched into the Hugging Face cache when missing (HF_HOME / HF_HUB_CACHE, HF_TOKEN,
+ * HF_ENDPOINT, HF_HUB_OFFLINE=1 for the cache only; shared with Python's huggingface_hub), each
+ * checked against the hub's size and sha256, then loaded from there. Without :QUANT the config's
+ * weight_id names the quantization, else Q4_0. A bad spec is AUDIOCPP_ERR_INVALID_ARGUMENT; a
+ * failed download (network, 401/404, a cut transfer, a full disk, a checksum) is
+ * AUDIOCPP_ERR_LOAD_FAILED with audiocpp_last_error() naming the file. Without the feature such a
+ * path is an ordinary (missing) directory. */
+
 /* Asks the run in progress on session (audiocpp_session_run, or a stream's next_event /
  * finish) to stop. Callable from any thread while another thread runs the session; returns at
  * once. The run stops at its next generation step and returns AUDIOCPP_ERR_RUNTIME with

@@ -14,6 +14,8 @@
 
 mod capi;
 mod engine;
+#[cfg(feature = "hub")]
+mod hub;
 mod jobs;
 pub mod layout;
 mod model;

@@ -129,7 +129,16 @@ impl ModelInner {
             )));
         }
         options::load_options(load_options)?;
-        let dir = Path::new(path);
+        // `hf:REPO[:QUANT]` (feature `hub`, lfm2e.h): the package's snapshot directory in the
+        // Hugging Face cache, fetched first, and its quantization as the weight id.
+        #[cfg(feature = "hub")]
+        let hub = crate::hub::model_path(path, nonempty(&config.weight_id))?;
+        #[cfg(not(feature = "hub"))]
+        let hub: Option<(std::path::PathBuf, String)> = None;
+        let (dir, weight_id) = match &hub {
+            Some((d, q)) => (d.as_path(), Some(q.as_str())),
+            None => (Path::new(path), nonempty(&config.weight_id)),
+        };
         if dir.is_file() {
             return Err(load_failed(format!(
                 "{path} is a file: {FAMILY} loads a package directory holding the four GGUF \
@@ -141,15 +150,14 @@ impl ModelInner {
             return Err(load_failed(format!("{path}: no such directory")));
         }
         let detecting = nonempty(&config.family_hint).is_none();
-        let package =
-            Package::find(dir, nonempty(&config.weight_id)).map_err(|f| match f.kind {
-                FailureKind::Invalid => AbiError::invalid(format!("weight_id: {}", f.message)),
-                _ if detecting => load_failed(format!(
-                    "cannot detect the family of {path}: it is not an {FAMILY} package ({})",
-                    f.message
-                )),
-                _ => load_failed(f.message),
-            })?;
+        let package = Package::find(dir, weight_id).map_err(|f| match f.kind {
+            FailureKind::Invalid => AbiError::invalid(format!("weight_id: {}", f.message)),
+            _ if detecting => load_failed(format!(
+                "cannot detect the family of {path}: it is not an {FAMILY} package ({})",
+                f.message
+            )),
+            _ => load_failed(f.message),
+        })?;
         let engine = package.load(1).map_err(|f| load_failed(f.message))?;
         let language = engine.language();
         Ok(ModelInner {

@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release --example bench --features llm -- [--quant Q4_0|Q8_0|F16|F32]
 //!     [--turns 4|10] [--threads N] [--frame-threads N] [--sessions N] [--load-core]
-//!     [--rounds R] [--json] [--liquid-python PATH]
+//!     [--rounds R] [--json] [--liquid-python PATH] [--hf REPO[:QUANT] [--offline]]
 //! ```
 //!
 //! - The package is written once per quantization (deterministic, seed 11) and cached (see
@@ -118,8 +118,12 @@ struct Args {
     #[arg(long)]
     liquid_python: Option<PathBuf>,
     /// Where the package is cached (default: `$XDG_CACHE_HOME/lfm2-engine/...`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "hf")]
     package_dir: Option<PathBuf>,
+    /// `--hf REPO[:QUANT]` (without `:QUANT`, `--quant`): bench a package from the Hugging Face
+    /// Hub instead of the synthetic one.
+    #[command(flatten)]
+    hub: common::hub::HubArgs,
     /// Also print every number as one JSON line (prefixed `BENCH_JSON `).
     #[arg(long)]
     json: bool,
@@ -779,11 +783,12 @@ fn main() -> Result<()> {
         return ensure_full_package(dir, a.quant).map(|_| ());
     }
 
+    let hub_paths = a.hub.fetch(Some(a.quant))?;
     let dir = a
         .package_dir
         .clone()
         .unwrap_or_else(|| default_full_dir(a.quant));
-    if complete(&dir, a.quant).is_none() {
+    if hub_paths.is_none() && complete(&dir, a.quant).is_none() {
         // why a child: writing takes ~7 GB; in this process it would stay in the peak RSS
         // (VmHWM) and partly in the RSS the bench reports.
         let status = Command::new(self_exe()?)
@@ -798,7 +803,10 @@ fn main() -> Result<()> {
             bail!("writing the package failed ({status})");
         }
     }
-    let paths = complete(&dir, a.quant).context("the package is incomplete")?;
+    let paths = match hub_paths {
+        Some(p) => p,
+        None => complete(&dir, a.quant).context("the package is incomplete")?,
+    };
     let backbone = paths.backbone.clone();
     let step_bytes = floor::step_bytes(&paths)?;
     let machine = std::fs::read_to_string("/proc/cpuinfo")

@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod full;
+pub mod hub;
 
 use std::borrow::Cow;
 use std::path::Path;

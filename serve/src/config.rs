@@ -9,10 +9,18 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Parser, Default)]
 #[command(name = "serve", version, about)]
 pub struct Cli {
-    /// Model package directory (the four GGUF files); without it (and without `models` in the
-    /// config file) the built-in demo package is served.
-    #[arg(long)]
+    /// Model package directory (the four GGUF files), or `hf:REPO[:QUANT]`; without it (and
+    /// without `models` in the config file) the built-in demo package is served.
+    #[arg(long, conflicts_with = "hf")]
     pub model: Option<PathBuf>,
+    /// A model repository on the Hugging Face Hub and optionally its quantization (default
+    /// Q4_0), e.g. LiquidAI/LFM2.5-Audio-1.5B-GGUF:Q4_0, fetched into the Hugging Face cache
+    /// (the same as `--model hf:REPO[:QUANT]`).
+    #[arg(long, value_name = "REPO[:QUANT]")]
+    pub hf: Option<String>,
+    /// Hub packages from the Hugging Face cache only, no request (also `HF_HUB_OFFLINE=1`).
+    #[arg(long)]
+    pub offline: bool,
     /// Config file (`.toml` or `.json`); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -69,7 +77,8 @@ pub struct Cli {
 pub struct ModelEntry {
     /// The id requests name.
     pub id: String,
-    /// Package directory; absent: the demo package.
+    /// Package directory, or `hf:REPO[:QUANT]` for a package from the Hugging Face Hub;
+    /// absent: the demo package.
     #[serde(default)]
     pub path: Option<PathBuf>,
     /// Model family (only `lfm2_audio`).
@@ -150,6 +159,8 @@ pub struct Settings {
     pub prefill_slots: usize,
     pub kept_questions: usize,
     pub models: Vec<ModelEntry>,
+    /// Hub packages (`hf:` paths) from the cache only (`--offline`).
+    pub hub_offline: bool,
 }
 
 impl Default for Settings {
@@ -172,6 +183,7 @@ impl Default for Settings {
             prefill_slots: 4,
             kept_questions: 32,
             models: Vec::new(),
+            hub_offline: false,
         }
     }
 }
@@ -202,6 +214,10 @@ impl Settings {
         if let Some(m) = &cli.model {
             let id = cli.model_id.clone().unwrap_or_else(|| "lfm2-audio".into());
             models = entries_for(&id, Some(m.clone()));
+        }
+        if let Some(hf) = &cli.hf {
+            let id = cli.model_id.clone().unwrap_or_else(|| "lfm2-audio".into());
+            models = entries_for(&id, Some(PathBuf::from(format!("hf:{hf}"))));
         }
         if models.is_empty() {
             let id = cli.model_id.clone().unwrap_or_else(|| "lfm2-audio".into());
@@ -263,6 +279,7 @@ impl Settings {
             prefill_slots: file.prefill_slots.unwrap_or(d.prefill_slots),
             kept_questions: file.kept_questions.unwrap_or(d.kept_questions),
             models,
+            hub_offline: cli.offline,
         };
         Ok(s)
     }

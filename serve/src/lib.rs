@@ -120,6 +120,10 @@ pub fn load_model(path: Option<&Path>, settings: &Settings) -> anyhow::Result<Lf
         max_audio_seconds: settings.max_audio_seconds,
         ..ModelOptions::default()
     };
+    #[cfg(feature = "hub")]
+    if let Some(spec) = path.and_then(|p| p.to_str()).and_then(hub_spec) {
+        return load_from_hub(&spec?, settings, opts);
+    }
     match path {
         Some(p) => Ok(Lfm2Audio::load(p, opts)?),
         #[cfg(feature = "demo")]
@@ -130,6 +134,42 @@ pub fn load_model(path: Option<&Path>, settings: &Settings) -> anyhow::Result<Lf
         #[cfg(not(feature = "demo"))]
         None => anyhow::bail!("no --model given and the demo package is not built in"),
     }
+}
+
+/// The hub spec of an `hf:REPO[:QUANT]` model path (`None` for a directory).
+#[cfg(feature = "hub")]
+fn hub_spec(path: &str) -> Option<anyhow::Result<audio_engine::lfm2_audio::hub::HubSpec>> {
+    audio_engine::lfm2_audio::hub::HubSpec::from_model_path(path).map(|r| Ok(r?))
+}
+
+/// Fetches a hub package into the Hugging Face cache (the environment's `HF_*` settings,
+/// `--offline`) and loads it.
+#[cfg(feature = "hub")]
+fn load_from_hub(
+    spec: &audio_engine::lfm2_audio::hub::HubSpec,
+    settings: &Settings,
+    opts: ModelOptions,
+) -> anyhow::Result<Lfm2Audio> {
+    use anyhow::Context;
+    use audio_engine::lfm2_audio::hub::{fetch, HubOptions, DEFAULT_QUANT};
+    if spec.quant.is_none() {
+        tracing::info!("{spec} names no quantization: using {DEFAULT_QUANT}");
+    }
+    let mut hub = HubOptions::from_env();
+    hub.offline |= settings.hub_offline;
+    let got = fetch(spec, &hub).with_context(|| format!("fetching {spec}"))?;
+    tracing::info!(
+        "{spec}: commit {} ({} files downloaded{})",
+        got.commit,
+        got.downloaded.len(),
+        if got.offline_fallback {
+            ", hub unreachable: from the cache"
+        } else {
+            ""
+        }
+    );
+    let package = audio_engine::lfm2_audio::ModelPackage::open_paths(got.paths)?;
+    Ok(Lfm2Audio::from_package(package, opts)?)
 }
 
 /// Builds the shared state; `preloaded` (when given) serves every entry instead of loading.

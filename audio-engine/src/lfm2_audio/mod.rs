@@ -73,6 +73,10 @@ pub use tasks::tts::{TtsOptions, UnknownVoice, Voice};
 /// checks of options and artifacts.
 pub use session::conversation;
 
+/// Model packages from the Hugging Face Hub and its shared cache (feature `hub`).
+#[cfg(feature = "hub")]
+pub use model::hub;
+
 /// The checkpoint converter (feature `convert`): Hugging Face LFM2-Audio checkpoint -> the four
 /// GGUF files.
 #[cfg(feature = "convert")]

@@ -1,0 +1,1019 @@
+//! Model packages from the Hugging Face Hub (feature `hub`), kept in the hub's shared cache.
+//!
+//! A package is named `REPO[:QUANT]` (`LiquidAI/LFM2.5-Audio-1.5B-GGUF:Q4_0`, as llama.cpp's
+//! `-hf`); without `:QUANT` it is [`DEFAULT_QUANT`]. [`fetch`] lists the repository, picks the
+//! four files of that quantization by their published names (see [`super::package`]) and makes
+//! sure each is in the cache, downloading what is missing; [`ModelPackage::from_hub`] then opens
+//! them like a model directory.
+//!
+//! The cache is the one `huggingface_hub` (Python) and the `hf-hub` crate share:
+//! `<cache>/models--<org>--<name>/{blobs/<etag>, snapshots/<commit>/<file> -> ../../blobs/<etag>,
+//! refs/main}`, so a file downloaded by either is used by the other without a second download.
+//! The environment is read as `huggingface_hub` reads it ([`HubOptions::from_env`]): `HF_ENDPOINT`,
+//! `HF_TOKEN` (else the token file of `hf auth login`), `HF_HUB_OFFLINE`, `HF_HUB_CACHE`,
+//! `HF_HOME`, `XDG_CACHE_HOME`.
+//!
+//! What is checked: the listing (`api/models/<repo>/revision/main?blobs=true`) gives each file's
+//! size and, for LFS files, its sha256 (which is also the blob's ETag). A downloaded file is
+//! checked against both before it is used; one that fails is removed from the cache (blob and
+//! snapshot link). A transfer cut short is an error that keeps the partial blob
+//! (`blobs/<etag>.part`, a name the loader never opens), and the next run resumes it with an HTTP
+//! range request. A file already in the cache is checked by its size (hashing a 1.5 GB package on
+//! every start would cost seconds); it was hashed when it was downloaded.
+//!
+//! Without network (connection refused, DNS failure) a package whose four files are in the cache
+//! at the last known commit (`refs/main`) is used as is; with `offline` no request is made at all.
+
+use std::fmt;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use hf_hub::api::sync::{ApiBuilder, ApiError};
+use hf_hub::api::Progress;
+use hf_hub::{Repo, RepoType};
+use sha2::{Digest, Sha256};
+
+use super::load_error::LoadError;
+use super::package::{ModelPackage, PackagePaths, Quant};
+
+/// The public hub.
+pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
+/// The quantization taken when a spec names none.
+pub const DEFAULT_QUANT: Quant = Quant::Q4_0;
+/// The revision packages are taken from.
+pub const REVISION: &str = "main";
+/// The prefix that makes a model path a hub spec (`hf:LiquidAI/LFM2.5-Audio-1.5B-GGUF:Q4_0`).
+pub const MODEL_PATH_PREFIX: &str = "hf:";
+
+/// A package on the hub: a model repository and, optionally, a quantization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HubSpec {
+    /// `owner/name`.
+    pub repo: String,
+    /// The quantization asked for (`None`: [`DEFAULT_QUANT`]).
+    pub quant: Option<Quant>,
+}
+
+impl HubSpec {
+    /// Parses `REPO[:QUANT]` (`LiquidAI/LFM2.5-Audio-1.5B-GGUF:q4_0`; the quantization in any
+    /// case). The repository id must be `owner/name` in the hub's characters (letters, digits,
+    /// `-`, `_`, `.`; no `--` or `..`, neither `-` nor `.` at either end of a part).
+    pub fn parse(spec: &str) -> Result<HubSpec, HubError> {
+        let bad = |reason: String| HubError::Spec {
+            spec: spec.to_owned(),
+            reason,
+        };
+        let (repo, quant) = match spec.split_once(':') {
+            Some((repo, q)) => {
+                let quant = Quant::from_str(q).map_err(|e| bad(e.to_string()))?;
+                (repo, Some(quant))
+            }
+            None => (spec, None),
+        };
+        let parts: Vec<&str> = repo.split('/').collect();
+        if parts.len() != 2 {
+            return Err(bad("expected OWNER/NAME[:QUANT]".into()));
+        }
+        for part in parts {
+            let chars_ok = part
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            let ends_ok = !(part.starts_with(['-', '.']) || part.ends_with(['-', '.']));
+            if part.is_empty()
+                || part.len() > 96
+                || !chars_ok
+                || !ends_ok
+                || part.contains("--")
+                || part.contains("..")
+            {
+                return Err(bad(format!("'{part}' is not a valid hub name")));
+            }
+        }
+        Ok(HubSpec {
+            repo: repo.to_owned(),
+            quant,
+        })
+    }
+
+    /// A model path that names a hub package, `hf:REPO[:QUANT]`: `None` for any other path.
+    pub fn from_model_path(path: &str) -> Option<Result<HubSpec, HubError>> {
+        path.strip_prefix(MODEL_PATH_PREFIX).map(HubSpec::parse)
+    }
+
+    /// The quantization asked for, else [`DEFAULT_QUANT`].
+    pub fn quant_or_default(&self) -> Quant {
+        self.quant.unwrap_or(DEFAULT_QUANT)
+    }
+
+    /// The repository's folder in the cache, `models--<owner>--<name>`.
+    pub fn cache_folder(&self) -> String {
+        self.hf_repo().folder_name()
+    }
+
+    fn hf_repo(&self) -> Repo {
+        Repo::with_revision(self.repo.clone(), RepoType::Model, REVISION.to_owned())
+    }
+}
+
+impl FromStr for HubSpec {
+    type Err = HubError;
+    fn from_str(s: &str) -> Result<HubSpec, HubError> {
+        HubSpec::parse(s)
+    }
+}
+
+impl fmt::Display for HubSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.quant {
+            Some(q) => write!(f, "{}:{q}", self.repo),
+            None => f.write_str(&self.repo),
+        }
+    }
+}
+
+/// Where and how packages are fetched.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HubOptions {
+    /// The hub's base URL (`https://huggingface.co`).
+    pub endpoint: String,
+    /// The hub cache directory (the one holding `models--…` folders).
+    pub cache_dir: PathBuf,
+    /// The access token sent as `Authorization: Bearer …`.
+    pub token: Option<String>,
+    /// Make no request: use the cache only.
+    pub offline: bool,
+    /// Draw a progress bar per downloaded file on stderr (when it is a terminal).
+    pub progress: bool,
+    /// How often a failed transfer is resumed within one call before it is an error.
+    pub retries: usize,
+}
+
+impl fmt::Debug for HubOptions {
+    // why: the token is a secret; never print it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HubOptions")
+            .field("endpoint", &self.endpoint)
+            .field("cache_dir", &self.cache_dir)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("offline", &self.offline)
+            .field("progress", &self.progress)
+            .field("retries", &self.retries)
+            .finish()
+    }
+}
+
+fn env_nonempty(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+/// `huggingface_hub`'s truthy spellings (`1`, `ON`, `YES`, `TRUE`, any case).
+fn env_flag(name: &str) -> bool {
+    env_nonempty(name).is_some_and(|v| {
+        ["1", "on", "yes", "true"]
+            .iter()
+            .any(|t| v.trim().eq_ignore_ascii_case(t))
+    })
+}
+
+/// `huggingface_hub`'s home: `$HF_HOME`, else `$XDG_CACHE_HOME/huggingface`, else
+/// `~/.cache/huggingface` (the temporary directory when there is no home).
+pub fn hf_home() -> PathBuf {
+    if let Some(h) = env_nonempty("HF_HOME") {
+        return PathBuf::from(h);
+    }
+    let base = env_nonempty("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env_nonempty("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    base.join("huggingface")
+}
+
+/// The hub cache directory: `$HF_HUB_CACHE`, else `<hf_home>/hub` (see [`hf_home`]).
+pub fn default_cache_dir() -> PathBuf {
+    env_nonempty("HF_HUB_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| hf_home().join("hub"))
+}
+
+/// The token: `$HF_TOKEN`, else the file `$HF_TOKEN_PATH` or `<hf_home>/token`.
+pub fn default_token() -> Option<String> {
+    if let Some(t) = env_nonempty("HF_TOKEN") {
+        return Some(t.trim().to_owned());
+    }
+    let path = env_nonempty("HF_TOKEN_PATH")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| hf_home().join("token"));
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+}
+
+impl HubOptions {
+    /// The options the environment gives (see the module documentation), with progress bars
+    /// and two retries.
+    pub fn from_env() -> HubOptions {
+        HubOptions {
+            endpoint: env_nonempty("HF_ENDPOINT")
+                .map(|e| e.trim_end_matches('/').to_owned())
+                .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
+            cache_dir: default_cache_dir(),
+            token: default_token(),
+            offline: env_flag("HF_HUB_OFFLINE"),
+            progress: true,
+            retries: 2,
+        }
+    }
+}
+
+/// Why a package could not be fetched. Every variant that concerns one file names it.
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    /// The spec is not `OWNER/NAME[:QUANT]`.
+    #[error("bad hub spec '{spec}': {reason}")]
+    Spec {
+        /// The spec as given.
+        spec: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The repository has no complete package of the quantization.
+    #[error(
+        "{repo} has no complete {quant} package (<model>-{quant}.gguf with its mmproj-, vocoder- \
+         and tokenizer- files){}; the repository has: {}",
+        if packages.is_empty() { String::new() } else { format!(" (its packages: {})", packages.join(", ")) },
+        if files.is_empty() { "no files".to_owned() } else { files.join(", ") }
+    )]
+    NoPackage {
+        /// The repository.
+        repo: String,
+        /// The quantization asked for.
+        quant: Quant,
+        /// The complete packages it has, `<model>-<q>`.
+        packages: Vec<String>,
+        /// Every file it has.
+        files: Vec<String>,
+    },
+    /// Several models of the quantization are in the repository.
+    #[error("{repo} has several {quant} packages: {}", models.join(", "))]
+    AmbiguousPackage {
+        /// The repository.
+        repo: String,
+        /// The quantization asked for.
+        quant: Quant,
+        /// Their model names.
+        models: Vec<String>,
+    },
+    /// The hub answers 404 for the repository.
+    #[error("repository {repo} not found on {endpoint}")]
+    RepoNotFound {
+        /// The repository.
+        repo: String,
+        /// The hub.
+        endpoint: String,
+    },
+    /// The hub answers 404 for a file.
+    #[error("{file} not found in {repo} on {endpoint}")]
+    FileNotFound {
+        /// The repository.
+        repo: String,
+        /// The file.
+        file: String,
+        /// The hub.
+        endpoint: String,
+    },
+    /// The hub answers 401 or 403.
+    #[error(
+        "{} of {repo}: HTTP {status} ({})",
+        file.as_deref().unwrap_or("the file list"),
+        if *token_sent { "the token (HF_TOKEN) was refused" } else { "the repository is private or gated: set HF_TOKEN" }
+    )]
+    Unauthorized {
+        /// The repository.
+        repo: String,
+        /// The file, `None` for the listing.
+        file: Option<String>,
+        /// 401 or 403.
+        status: u16,
+        /// Whether a token was sent.
+        token_sent: bool,
+    },
+    /// Another HTTP error status.
+    #[error("{} of {repo}: HTTP {status}", file.as_deref().unwrap_or("the file list"))]
+    Http {
+        /// The repository.
+        repo: String,
+        /// The file, `None` for the listing.
+        file: Option<String>,
+        /// The status.
+        status: u16,
+    },
+    /// The hub cannot be reached, and the cache does not hold the package.
+    #[error("{} of {repo}: cannot reach {endpoint}", file.as_deref().unwrap_or("the file list"))]
+    Network {
+        /// The repository.
+        repo: String,
+        /// The file, `None` for the listing.
+        file: Option<String>,
+        /// The hub.
+        endpoint: String,
+        /// The transport error.
+        #[source]
+        source: Box<ureq::Error>,
+    },
+    /// The transfer of a file ended early; the part kept in the cache is resumed next time.
+    #[error("{file} of {repo}: the transfer was cut short (run again to resume it)")]
+    Interrupted {
+        /// The repository.
+        repo: String,
+        /// The file.
+        file: String,
+        /// What the connection reported.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The cache cannot be written or read (a full disk, permissions).
+    #[error("{file} of {repo}: cache {}", path.display())]
+    Io {
+        /// The repository.
+        repo: String,
+        /// The file.
+        file: String,
+        /// The cache path concerned.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A downloaded file has another size than the hub lists; it was removed from the cache.
+    #[error("{file} of {repo}: downloaded {found} bytes, the hub lists {expected} (removed)")]
+    SizeMismatch {
+        /// The repository.
+        repo: String,
+        /// The file.
+        file: String,
+        /// The listed size.
+        expected: u64,
+        /// The downloaded size.
+        found: u64,
+    },
+    /// A downloaded file's sha256 is not the hub's; it was removed from the cache.
+    #[error("{file} of {repo}: sha256 {found}, the hub lists {expected} (removed)")]
+    Checksum {
+        /// The repository.
+        repo: String,
+        /// The file.
+        file: String,
+        /// The listed sha256.
+        expected: String,
+        /// The downloaded file's.
+        found: String,
+    },
+    /// The hub's answer is not what its protocol says (a listing without `sha`, a redirect
+    /// without `X-Repo-Commit`, a commit that changed during the download).
+    #[error("{} of {repo}: unexpected answer from the hub: {reason}", file.as_deref().unwrap_or("the file list"))]
+    Protocol {
+        /// The repository.
+        repo: String,
+        /// The file, `None` for the listing.
+        file: Option<String>,
+        /// What is wrong.
+        reason: String,
+        /// The client's error, when it came from there.
+        #[source]
+        source: Option<ApiError>,
+    },
+    /// Offline (asked for, or the hub unreachable) and the cache lacks the package.
+    #[error("{repo}:{quant} is not in the cache {} ({reason}){}", cache_dir.display(),
+        if *offline { "; run once without --offline / HF_HUB_OFFLINE to download it" } else { "" })]
+    NotCached {
+        /// The repository.
+        repo: String,
+        /// The quantization.
+        quant: Quant,
+        /// The cache directory.
+        cache_dir: PathBuf,
+        /// What is missing.
+        reason: String,
+        /// Whether offline was asked for (else the hub could not be reached).
+        offline: bool,
+    },
+    /// The files are there but are not a valid package.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+/// A fetched package: its four files in the cache's snapshot directory.
+#[derive(Debug, Clone)]
+pub struct HubPackage {
+    /// The four files (in `<cache>/models--…/snapshots/<commit>/`).
+    pub paths: PackagePaths,
+    /// The commit they are from.
+    pub commit: String,
+    /// The files downloaded by this call (the others were in the cache).
+    pub downloaded: Vec<String>,
+    /// Whether the hub could not be reached and the cache was used instead.
+    pub offline_fallback: bool,
+}
+
+/// One file of the listing.
+#[derive(Debug, Clone)]
+struct RemoteFile {
+    name: String,
+    size: Option<u64>,
+    sha256: Option<String>,
+}
+
+struct Listing {
+    commit: String,
+    files: Vec<RemoteFile>,
+}
+
+/// A name the hub could plausibly give as a commit or blob id, safe as one path component.
+fn is_id(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric())
+}
+
+/// The model whose `quant` package is complete in `names`.
+fn pick_package(repo: &str, quant: Quant, names: &[String]) -> Result<String, HubError> {
+    let has = |n: &str| names.iter().any(|m| m == n);
+    let complete = |model: &str, q: Quant| {
+        let stem = format!("{model}-{}.gguf", q.file_suffix());
+        ["", "mmproj-", "vocoder-", "tokenizer-"]
+            .iter()
+            .all(|p| has(&format!("{p}{stem}")))
+    };
+    // Backbones `<model>-<q>.gguf`: top-level names that carry none of the other prefixes.
+    let mut packages: Vec<(String, Quant)> = names
+        .iter()
+        .filter(|n| !n.contains('/') && !n.starts_with('.'))
+        .filter_map(|n| n.strip_suffix(".gguf"))
+        .filter(|s| {
+            !["mmproj-", "vocoder-", "tokenizer-"]
+                .iter()
+                .any(|p| s.starts_with(p))
+        })
+        .filter_map(|s| {
+            let (model, q) = s.rsplit_once('-')?;
+            let q = Quant::from_file_suffix(q)?;
+            (!model.is_empty() && complete(model, q)).then(|| (model.to_owned(), q))
+        })
+        .collect();
+    packages.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.file_suffix().cmp(b.1.file_suffix())));
+    let models: Vec<String> = packages
+        .iter()
+        .filter(|(_, q)| *q == quant)
+        .map(|(m, _)| m.clone())
+        .collect();
+    match models.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => {
+            let mut files = names.to_vec();
+            files.sort();
+            Err(HubError::NoPackage {
+                repo: repo.to_owned(),
+                quant,
+                packages: packages
+                    .iter()
+                    .map(|(m, q)| format!("{m}-{}", q.file_suffix()))
+                    .collect(),
+                files,
+            })
+        }
+        _ => Err(HubError::AmbiguousPackage {
+            repo: repo.to_owned(),
+            quant,
+            models,
+        }),
+    }
+}
+
+/// The four file names of `model` at `quant`.
+fn package_files(model: &str, quant: Quant) -> [String; 4] {
+    let stem = format!("{model}-{}.gguf", quant.file_suffix());
+    [
+        stem.clone(),
+        format!("mmproj-{stem}"),
+        format!("vocoder-{stem}"),
+        format!("tokenizer-{stem}"),
+    ]
+}
+
+/// Fetches the package `spec` names into the cache (downloading only what is missing) and
+/// returns its paths there. See the module documentation for what is checked.
+pub fn fetch(spec: &HubSpec, opts: &HubOptions) -> Result<HubPackage, HubError> {
+    let quant = spec.quant_or_default();
+    let repo_dir = opts.cache_dir.join(spec.cache_folder());
+    if opts.offline {
+        return from_cache(spec, quant, opts, &repo_dir, true);
+    }
+    let api = ApiBuilder::new()
+        .with_endpoint(opts.endpoint.clone())
+        .with_cache_dir(opts.cache_dir.clone())
+        .with_token(opts.token.clone())
+        .with_retries(opts.retries)
+        .with_progress(false)
+        .with_user_agent("lfm2-engine", env!("CARGO_PKG_VERSION"))
+        .build()
+        .map_err(|e| HubError::Protocol {
+            repo: spec.repo.clone(),
+            file: None,
+            reason: "cannot set up the HTTP client".into(),
+            source: Some(e),
+        })?;
+    let api = api.repo(spec.hf_repo());
+    let listing = match list(spec, opts, &api) {
+        Ok(l) => l,
+        Err(HubError::Network { .. }) if cached_package(spec, quant, &repo_dir).is_ok() => {
+            // why: as huggingface_hub does, a missing network falls back to what the cache
+            // holds at the last commit seen.
+            tracing::warn!(
+                "{} cannot be reached: using {spec} from the cache",
+                opts.endpoint
+            );
+            return from_cache(spec, quant, opts, &repo_dir, false);
+        }
+        Err(e) => return Err(e),
+    };
+    let names: Vec<String> = listing.files.iter().map(|f| f.name.clone()).collect();
+    let model = pick_package(&spec.repo, quant, &names)?;
+    let snapshot = repo_dir.join("snapshots").join(&listing.commit);
+    let mut downloaded = Vec::new();
+    for name in package_files(&model, quant) {
+        let remote = listing
+            .files
+            .iter()
+            .find(|f| f.name == name)
+            .cloned()
+            .unwrap_or(RemoteFile {
+                name: name.clone(),
+                size: None,
+                sha256: None,
+            });
+        let target = snapshot.join(&name);
+        if is_cached(&target, &remote) {
+            continue;
+        }
+        let mut bar = Bar::new(opts.progress);
+        let got = api
+            .download_with_progress(&name, &mut bar)
+            .map_err(|e| classify(spec, opts, &name, e))?;
+        if got != target {
+            // hf-hub put it under the commit of the file's own redirect (`X-Repo-Commit`).
+            return Err(HubError::Protocol {
+                repo: spec.repo.clone(),
+                file: Some(name),
+                reason: format!(
+                    "the file came from another commit than the listing's {} (the repository \
+                     changed meanwhile: run again)",
+                    listing.commit
+                ),
+                source: None,
+            });
+        }
+        verify(spec, &remote, &target)?;
+        downloaded.push(name);
+    }
+    write_ref(spec, &repo_dir, &listing.commit)?;
+    Ok(HubPackage {
+        paths: PackagePaths::new(&snapshot, &model, quant),
+        commit: listing.commit,
+        downloaded,
+        offline_fallback: false,
+    })
+}
+
+impl ModelPackage {
+    /// Fetches the package `spec` names (see [`fetch`]) and opens it.
+    pub fn from_hub(spec: &HubSpec, opts: &HubOptions) -> Result<ModelPackage, HubError> {
+        let fetched = fetch(spec, opts)?;
+        Ok(ModelPackage::open_paths(fetched.paths)?)
+    }
+}
+
+/// `GET api/models/<repo>/revision/main?blobs=true`: the commit and every file with its size
+/// and LFS sha256.
+fn list(
+    spec: &HubSpec,
+    opts: &HubOptions,
+    api: &hf_hub::api::sync::ApiRepo,
+) -> Result<Listing, HubError> {
+    let protocol = |reason: String| HubError::Protocol {
+        repo: spec.repo.clone(),
+        file: None,
+        reason,
+        source: None,
+    };
+    let resp = api
+        .info_request()
+        .query("blobs", "true")
+        .call()
+        .map_err(|e| request_error(spec, opts, None, e))?;
+    let json: serde_json::Value = resp
+        .into_json()
+        .map_err(|e| protocol(format!("the file list is not JSON: {e}")))?;
+    let commit = json
+        .get("sha")
+        .and_then(|v| v.as_str())
+        .filter(|s| is_id(s))
+        .ok_or_else(|| protocol("the file list has no commit ('sha')".into()))?
+        .to_owned();
+    let siblings = json
+        .get("siblings")
+        .and_then(|v| v.as_array())
+        .ok_or_else(|| protocol("the file list has no 'siblings'".into()))?;
+    let files = siblings
+        .iter()
+        .filter_map(|s| {
+            let name = s.get("rfilename")?.as_str()?.to_owned();
+            let lfs = s.get("lfs");
+            let size = lfs
+                .and_then(|l| l.get("size"))
+                .or_else(|| s.get("size"))
+                .and_then(|v| v.as_u64());
+            let sha256 = lfs
+                .and_then(|l| l.get("sha256"))
+                .and_then(|v| v.as_str())
+                .filter(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()))
+                .map(|h| h.to_ascii_lowercase());
+            Some(RemoteFile { name, size, sha256 })
+        })
+        .collect();
+    Ok(Listing { commit, files })
+}
+
+fn request_error(
+    spec: &HubSpec,
+    opts: &HubOptions,
+    file: Option<&str>,
+    e: ureq::Error,
+) -> HubError {
+    let file_owned = file.map(str::to_owned);
+    match e {
+        ureq::Error::Status(401 | 403, ref r) => HubError::Unauthorized {
+            repo: spec.repo.clone(),
+            file: file_owned,
+            status: r.status(),
+            token_sent: opts.token.is_some(),
+        },
+        ureq::Error::Status(404, _) => match file {
+            // why: the hub answers 401 for a repository that does not exist when no token is
+            // sent (so as not to tell private ones apart); 404 is either.
+            None => HubError::RepoNotFound {
+                repo: spec.repo.clone(),
+                endpoint: opts.endpoint.clone(),
+            },
+            Some(f) => HubError::FileNotFound {
+                repo: spec.repo.clone(),
+                file: f.to_owned(),
+                endpoint: opts.endpoint.clone(),
+            },
+        },
+        ureq::Error::Status(status, _) => HubError::Http {
+            repo: spec.repo.clone(),
+            file: file_owned,
+            status,
+        },
+        e @ ureq::Error::Transport(_) => HubError::Network {
+            repo: spec.repo.clone(),
+            file: file_owned,
+            endpoint: opts.endpoint.clone(),
+            source: Box::new(e),
+        },
+    }
+}
+
+/// Turns hf-hub's error for `file` into ours.
+fn classify(spec: &HubSpec, opts: &HubOptions, file: &str, e: ApiError) -> HubError {
+    match e {
+        ApiError::RequestError(e) => request_error(spec, opts, Some(file), *e),
+        ApiError::TooManyRetries(inner) => classify(spec, opts, file, *inner),
+        ApiError::IoError(source) => {
+            use std::io::ErrorKind as K;
+            match source.kind() {
+                K::UnexpectedEof
+                | K::ConnectionReset
+                | K::ConnectionAborted
+                | K::BrokenPipe
+                | K::TimedOut => HubError::Interrupted {
+                    repo: spec.repo.clone(),
+                    file: file.to_owned(),
+                    source,
+                },
+                _ => HubError::Io {
+                    repo: spec.repo.clone(),
+                    file: file.to_owned(),
+                    path: opts.cache_dir.join(spec.cache_folder()),
+                    source,
+                },
+            }
+        }
+        other => HubError::Protocol {
+            repo: spec.repo.clone(),
+            file: Some(file.to_owned()),
+            reason: other.to_string(),
+            source: Some(other),
+        },
+    }
+}
+
+/// Whether `target` (a snapshot entry, usually a link to a blob) is there with the listed size.
+fn is_cached(target: &Path, remote: &RemoteFile) -> bool {
+    match std::fs::metadata(target) {
+        Ok(m) if m.is_file() => remote.size.map_or(true, |s| s == m.len()),
+        _ => false,
+    }
+}
+
+fn sha256_file(path: &Path) -> std::io::Result<String> {
+    let mut f = std::fs::File::open(path)?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Checks a downloaded file against the listing; removes it (blob and snapshot link) if wrong.
+fn verify(spec: &HubSpec, remote: &RemoteFile, target: &Path) -> Result<(), HubError> {
+    let io = |source| HubError::Io {
+        repo: spec.repo.clone(),
+        file: remote.name.clone(),
+        path: target.to_path_buf(),
+        source,
+    };
+    let len = std::fs::metadata(target).map_err(io)?.len();
+    let failure = match (remote.size, &remote.sha256) {
+        (Some(expected), _) if expected != len => Some(HubError::SizeMismatch {
+            repo: spec.repo.clone(),
+            file: remote.name.clone(),
+            expected,
+            found: len,
+        }),
+        (_, Some(expected)) => {
+            let found = sha256_file(target).map_err(io)?;
+            (&found != expected).then(|| HubError::Checksum {
+                repo: spec.repo.clone(),
+                file: remote.name.clone(),
+                expected: expected.clone(),
+                found,
+            })
+        }
+        _ => None,
+    };
+    let Some(failure) = failure else {
+        return Ok(());
+    };
+    // why: a wrong file must not stay where the next run (or Python) would take it.
+    if let Ok(blob) = std::fs::canonicalize(target) {
+        let _ = std::fs::remove_file(blob);
+    }
+    let _ = std::fs::remove_file(target);
+    Err(failure)
+}
+
+fn write_ref(spec: &HubSpec, repo_dir: &Path, commit: &str) -> Result<(), HubError> {
+    let refs = repo_dir.join("refs");
+    let path = refs.join(REVISION);
+    let io = |source| HubError::Io {
+        repo: spec.repo.clone(),
+        file: format!("refs/{REVISION}"),
+        path: path.clone(),
+        source,
+    };
+    if std::fs::read_to_string(&path).is_ok_and(|c| c.trim() == commit) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&refs).map_err(io)?;
+    // why: written whole then renamed, so a reader never sees half a commit id.
+    let tmp = refs.join(format!(".{REVISION}.tmp-{}", std::process::id()));
+    std::fs::write(&tmp, commit).map_err(io)?;
+    std::fs::rename(&tmp, &path).map_err(io)
+}
+
+/// The package at the cache's last known commit, if complete: (commit, model).
+fn cached_package(
+    spec: &HubSpec,
+    quant: Quant,
+    repo_dir: &Path,
+) -> Result<(String, String), String> {
+    let ref_path = repo_dir.join("refs").join(REVISION);
+    let commit = std::fs::read_to_string(&ref_path)
+        .map_err(|_| format!("no {}", ref_path.display()))?
+        .trim()
+        .to_owned();
+    if !is_id(&commit) {
+        return Err(format!("{} holds no commit id", ref_path.display()));
+    }
+    let snapshot = repo_dir.join("snapshots").join(&commit);
+    let names: Vec<String> = std::fs::read_dir(&snapshot)
+        .map_err(|_| format!("no {}", snapshot.display()))?
+        .flatten()
+        // why: `is_file` follows the snapshot's links: a dangling one is not a cached file.
+        .filter(|e| e.path().is_file())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect();
+    let model = pick_package(&spec.repo, quant, &names).map_err(|e| e.to_string())?;
+    Ok((commit, model))
+}
+
+fn from_cache(
+    spec: &HubSpec,
+    quant: Quant,
+    opts: &HubOptions,
+    repo_dir: &Path,
+    offline: bool,
+) -> Result<HubPackage, HubError> {
+    let (commit, model) =
+        cached_package(spec, quant, repo_dir).map_err(|reason| HubError::NotCached {
+            repo: spec.repo.clone(),
+            quant,
+            cache_dir: opts.cache_dir.clone(),
+            reason,
+            offline,
+        })?;
+    let snapshot = repo_dir.join("snapshots").join(&commit);
+    Ok(HubPackage {
+        paths: PackagePaths::new(&snapshot, &model, quant),
+        commit,
+        downloaded: Vec::new(),
+        offline_fallback: !offline,
+    })
+}
+
+/// A progress bar per file (hidden when disabled or stderr is not a terminal).
+struct Bar {
+    enabled: bool,
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Bar {
+    fn new(enabled: bool) -> Bar {
+        Bar { enabled, bar: None }
+    }
+}
+
+impl Progress for &mut Bar {
+    fn init(&mut self, size: usize, filename: &str) {
+        if !self.enabled {
+            return;
+        }
+        let bar = self.bar.get_or_insert_with(|| {
+            let b = indicatif::ProgressBar::new(0);
+            if let Ok(style) = indicatif::ProgressStyle::with_template(
+                "{msg} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})",
+            ) {
+                b.set_style(style.progress_chars("=> "));
+            }
+            b
+        });
+        bar.set_message(filename.to_owned());
+        bar.set_length(size as u64);
+        // why: hf-hub calls `init` again before each (resumed) transfer, then `update` with
+        // the bytes already on disk.
+        bar.set_position(0);
+    }
+
+    fn update(&mut self, size: usize) {
+        if let Some(b) = &self.bar {
+            b.inc(size as u64);
+        }
+    }
+
+    fn finish(&mut self) {
+        if let Some(b) = &self.bar {
+            b.finish();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs() {
+        let s = HubSpec::parse("LiquidAI/LFM2.5-Audio-1.5B-GGUF:q8_0").unwrap();
+        assert_eq!(s.repo, "LiquidAI/LFM2.5-Audio-1.5B-GGUF");
+        assert_eq!(s.quant, Some(Quant::Q8_0));
+        assert_eq!(s.to_string(), "LiquidAI/LFM2.5-Audio-1.5B-GGUF:Q8_0");
+        assert_eq!(s.cache_folder(), "models--LiquidAI--LFM2.5-Audio-1.5B-GGUF");
+        let d = HubSpec::parse("a/b").unwrap();
+        assert_eq!(d.quant_or_default(), Quant::Q4_0);
+        for bad in [
+            "", "a", "a/b/c", "/b", "a/", "../b", "a/..", "a/b:Q5_K", "a/-b", "a/b.", "a/b--c",
+            "a b/c", "a/b:",
+        ] {
+            assert!(
+                matches!(HubSpec::parse(bad), Err(HubError::Spec { .. })),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            HubSpec::from_model_path("hf:a/b:F16").unwrap().unwrap(),
+            HubSpec {
+                repo: "a/b".into(),
+                quant: Some(Quant::F16)
+            }
+        );
+        assert!(HubSpec::from_model_path("/models/dir").is_none());
+    }
+
+    #[test]
+    fn options_from_the_environment() {
+        // why one test: the variables are process-wide; no other test of this binary reads them.
+        let vars = [
+            "HF_HOME",
+            "HF_HUB_CACHE",
+            "HF_TOKEN",
+            "HF_TOKEN_PATH",
+            "HF_ENDPOINT",
+            "HF_HUB_OFFLINE",
+        ];
+        let saved: Vec<_> = vars.iter().map(|v| (v, std::env::var_os(v))).collect();
+        for v in vars {
+            std::env::remove_var(v);
+        }
+        let home = std::env::temp_dir().join(format!("hf-home-{}", std::process::id()));
+        std::fs::create_dir_all(&home).unwrap();
+        std::fs::write(home.join("token"), "hf_from_file\n").unwrap();
+        std::env::set_var("HF_HOME", &home);
+        std::env::set_var("HF_ENDPOINT", "http://mirror.example/");
+        std::env::set_var("HF_HUB_OFFLINE", "True");
+        let o = HubOptions::from_env();
+        assert_eq!(o.cache_dir, home.join("hub"));
+        assert_eq!(o.endpoint, "http://mirror.example");
+        assert_eq!(o.token.as_deref(), Some("hf_from_file"));
+        assert!(o.offline);
+        assert!(!format!("{o:?}").contains("hf_from_file"));
+        std::env::set_var("HF_TOKEN", "hf_env");
+        std::env::set_var("HF_HUB_CACHE", "/elsewhere");
+        std::env::set_var("HF_HUB_OFFLINE", "0");
+        let o = HubOptions::from_env();
+        assert_eq!(o.token.as_deref(), Some("hf_env"));
+        assert_eq!(o.cache_dir, PathBuf::from("/elsewhere"));
+        assert!(!o.offline);
+        let _ = std::fs::remove_dir_all(&home);
+        for (v, val) in saved {
+            match val {
+                Some(x) => std::env::set_var(v, x),
+                None => std::env::remove_var(v),
+            }
+        }
+    }
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn picks_the_published_names() {
+        let all = names(&[
+            "README.md",
+            "M-Q4_0.gguf",
+            "mmproj-M-Q4_0.gguf",
+            "vocoder-M-Q4_0.gguf",
+            "tokenizer-M-Q4_0.gguf",
+            "M-F16.gguf",
+            "mmproj-M-F16.gguf",
+            "vocoder-M-F16.gguf",
+        ]);
+        assert_eq!(pick_package("o/r", Quant::Q4_0, &all).unwrap(), "M");
+        // F16 lacks its tokenizer file: not a package, and the error lists what is there.
+        let e = pick_package("o/r", Quant::F16, &all).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, HubError::NoPackage { .. }), "{msg}");
+        assert!(
+            msg.contains("M-Q4_0") && msg.contains("vocoder-M-F16.gguf"),
+            "{msg}"
+        );
+        let two = names(&[
+            "A-F32.gguf",
+            "mmproj-A-F32.gguf",
+            "vocoder-A-F32.gguf",
+            "tokenizer-A-F32.gguf",
+            "B-F32.gguf",
+            "mmproj-B-F32.gguf",
+            "vocoder-B-F32.gguf",
+            "tokenizer-B-F32.gguf",
+        ]);
+        assert!(matches!(
+            pick_package("o/r", Quant::F32, &two),
+            Err(HubError::AmbiguousPackage { .. })
+        ));
+        // Files in subfolders are not package files.
+        let sub = names(&[
+            "x/M-F32.gguf",
+            "mmproj-x/M-F32.gguf",
+            "vocoder-x/M-F32.gguf",
+            "tokenizer-x/M-F32.gguf",
+        ]);
+        assert!(pick_package("o/r", Quant::F32, &sub).is_err());
+    }
+}

@@ -1,0 +1,532 @@
+//! `lfm2_audio::hub` against a stand-in hub on loopback (`hub_server`) serving a repository made
+//! of the tiny package: the package it fetches runs byte-identical to the same files opened as a
+//! directory; a second run needs no server; a cut transfer resumes; every failure is a typed
+//! error naming the file and leaves nothing the loader would take; and Python's
+//! `huggingface_hub` (`$LFM2E_PYTHON`, else `python3`; skips without it) shares the cache both
+//! ways.
+
+mod common;
+mod hub_server;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use audio_engine::lfm2_audio::hub::{fetch, HubError, HubOptions, HubSpec};
+use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths, Quant};
+use audio_engine::lfm2_audio::{AsrOptions, Lfm2Audio, ModelOptions, S2sOptions};
+
+use common::child;
+use hub_server::{File, HubServer};
+
+const REPO: &str = "test-org/Tiny-GGUF";
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+/// The tiny Q4_0 package's four files (as the hub names them) and a README (read and hashed
+/// once per test process).
+fn repo_files() -> (PackagePaths, Vec<File>) {
+    static FILES: OnceLock<(PackagePaths, Vec<File>)> = OnceLock::new();
+    FILES
+        .get_or_init(|| {
+            let paths = common::package::package(Quant::Q4_0);
+            let mut files: Vec<File> = [
+                &paths.backbone,
+                &paths.mmproj,
+                &paths.vocoder,
+                &paths.tokenizer,
+            ]
+            .iter()
+            .map(|p| {
+                let name = p.file_name().unwrap().to_str().unwrap();
+                File::new(name, std::fs::read(p).unwrap())
+            })
+            .collect();
+            files.push(File::new("README.md", b"# tiny\n".to_vec()));
+            (paths, files)
+        })
+        .clone()
+}
+
+fn server() -> (HubServer, PackagePaths, Vec<File>) {
+    let s = HubServer::start();
+    let (paths, files) = repo_files();
+    s.add_repo(REPO, COMMIT, files.clone());
+    (s, paths, files)
+}
+
+fn options(endpoint: &str, cache: &Path) -> HubOptions {
+    HubOptions {
+        endpoint: endpoint.to_owned(),
+        cache_dir: cache.to_path_buf(),
+        token: None,
+        offline: false,
+        progress: false,
+        retries: 0,
+    }
+}
+
+/// The repository without `:QUANT`: its default, Q4_0, is what the stand-in serves.
+fn spec() -> HubSpec {
+    HubSpec::parse(REPO).unwrap()
+}
+
+fn fresh_cache(name: &str) -> PathBuf {
+    let d = common::scratch::dir(name);
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn repo_dir(cache: &Path) -> PathBuf {
+    cache.join("models--test-org--Tiny-GGUF")
+}
+
+fn engine(paths: PackagePaths) -> Lfm2Audio {
+    let opts = ModelOptions {
+        n_threads: 1,
+        ..ModelOptions::default()
+    };
+    Lfm2Audio::from_package(ModelPackage::open_paths(paths).unwrap(), opts).unwrap()
+}
+
+/// Everything under `dir` whose name ends with `suffix`.
+fn files_ending(dir: &Path, suffix: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() && !p.is_symlink() {
+                out.extend(files_ending(&p, suffix));
+            } else if p.to_string_lossy().ends_with(suffix) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn hub_package_runs_like_the_directory_and_a_second_run_needs_no_server() {
+    let (mut srv, dir_paths, files) = server();
+    let cache = fresh_cache("hub-main");
+    let opts = options(&srv.endpoint(), &cache);
+    let got = fetch(&spec(), &opts).unwrap();
+    assert_eq!(got.commit, COMMIT);
+    assert_eq!(got.downloaded.len(), 4, "{:?}", got.downloaded);
+    assert!(!got.offline_fallback);
+    // The hub cache layout: refs/main, snapshot links into blobs named by the sha256 ETag.
+    let rd = repo_dir(&cache);
+    assert_eq!(
+        std::fs::read_to_string(rd.join("refs/main")).unwrap(),
+        COMMIT
+    );
+    for f in files.iter().filter(|f| f.name.ends_with(".gguf")) {
+        let link = rd.join("snapshots").join(COMMIT).join(&f.name);
+        assert!(link.is_symlink(), "{}", link.display());
+        assert_eq!(
+            std::fs::canonicalize(&link).unwrap(),
+            std::fs::canonicalize(rd.join("blobs").join(&f.sha256)).unwrap()
+        );
+        assert_eq!(std::fs::read(&link).unwrap(), *f.data);
+    }
+    assert!(files_ending(&rd, ".part").is_empty());
+
+    // ASR and S2S byte-identical to the same files opened as a directory.
+    let hub = engine(got.paths.clone());
+    let local = engine(dir_paths);
+    let wav = common::wav::question(0);
+    let asr = AsrOptions {
+        max_new_tokens: 12,
+        ..Default::default()
+    };
+    let (a, b) = (
+        hub.asr_wav(&wav, &asr).unwrap(),
+        local.asr_wav(&wav, &asr).unwrap(),
+    );
+    assert_eq!((a.tokens, a.text), (b.tokens, b.text));
+    let s2s = S2sOptions {
+        max_new_tokens: 16,
+        ..Default::default()
+    };
+    let (a, b) = (
+        hub.s2s_wav(&wav, &s2s).unwrap(),
+        local.s2s_wav(&wav, &s2s).unwrap(),
+    );
+    assert_eq!(a.text, b.text);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.audio), bits(&b.audio));
+    assert!(!a.audio.is_empty() || !a.text.is_empty());
+
+    // A second run with the server up: the listing only, no file transfer.
+    let before = srv.log().len();
+    let again = fetch(&spec(), &opts).unwrap();
+    assert!(again.downloaded.is_empty());
+    let new: Vec<String> = srv.log()[before..].to_vec();
+    assert!(new.iter().all(|l| l.contains("/api/models/")), "{new:?}");
+
+    // The server gone: the cache serves, as fallback and with `offline`.
+    srv.stop();
+    let fallback = fetch(&spec(), &opts).unwrap();
+    assert!(fallback.offline_fallback);
+    assert_eq!(fallback.paths, got.paths);
+    let offline = fetch(
+        &spec(),
+        &HubOptions {
+            offline: true,
+            ..opts.clone()
+        },
+    )
+    .unwrap();
+    assert!(!offline.offline_fallback);
+    assert_eq!(offline.paths, got.paths);
+    ModelPackage::from_hub(
+        &spec(),
+        &HubOptions {
+            offline: true,
+            ..opts
+        },
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_cut_transfer_is_an_error_that_keeps_nothing_loadable_and_a_rerun_resumes_it() {
+    let (srv, _, files) = server();
+    let backbone = files.iter().find(|f| f.name == "Tiny-Q4_0.gguf").unwrap();
+    srv.cut_once(&backbone.name);
+    let cache = fresh_cache("hub-cut");
+    let opts = options(&srv.endpoint(), &cache);
+    let e = fetch(&spec(), &opts).unwrap_err();
+    assert!(
+        matches!(&e, HubError::Interrupted { file, .. } if *file == backbone.name),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("Tiny-Q4_0.gguf"), "{e}");
+    let rd = repo_dir(&cache);
+    // Nothing at the snapshot path; the partial blob kept under a name the loader never opens.
+    assert!(!rd
+        .join("snapshots")
+        .join(COMMIT)
+        .join(&backbone.name)
+        .exists());
+    let parts = files_ending(&rd.join("blobs"), ".part");
+    assert_eq!(parts.len(), 1, "{parts:?}");
+    let half = std::fs::metadata(&parts[0]).unwrap().len();
+    assert!(half > 0 && half < backbone.data.len() as u64, "{half}");
+    let offline = HubOptions {
+        offline: true,
+        ..opts.clone()
+    };
+    assert!(matches!(
+        fetch(&spec(), &offline),
+        Err(HubError::NotCached { .. })
+    ));
+
+    let got = fetch(&spec(), &opts).unwrap();
+    assert_eq!(std::fs::read(&got.paths.backbone).unwrap(), *backbone.data);
+    // The rerun asked for the rest only.
+    let resumed = format!("range=bytes={half}-");
+    assert!(
+        srv.requests_for(REPO, backbone)
+            .iter()
+            .any(|l| l.contains(&resumed)),
+        "{:?}",
+        srv.requests_for(REPO, backbone)
+    );
+    assert!(files_ending(&rd.join("blobs"), ".part").is_empty());
+    ModelPackage::open_paths(got.paths).unwrap();
+}
+
+#[test]
+fn a_wrong_sha256_is_an_error_and_the_file_is_removed() {
+    let (srv, _, files) = server();
+    srv.corrupt("vocoder-Tiny-Q4_0.gguf");
+    let cache = fresh_cache("hub-sha");
+    let e = fetch(&spec(), &options(&srv.endpoint(), &cache)).unwrap_err();
+    assert!(
+        matches!(&e, HubError::Checksum { file, .. } if file == "vocoder-Tiny-Q4_0.gguf"),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("vocoder-Tiny-Q4_0.gguf"), "{e}");
+    let rd = repo_dir(&cache);
+    assert!(!rd
+        .join("snapshots")
+        .join(COMMIT)
+        .join("vocoder-Tiny-Q4_0.gguf")
+        .exists());
+    // Neither the blob nor a part of it remains.
+    let sha = &files
+        .iter()
+        .find(|f| f.name == "vocoder-Tiny-Q4_0.gguf")
+        .unwrap()
+        .sha256;
+    let left: Vec<_> = std::fs::read_dir(rd.join("blobs"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(sha.as_str()))
+        .filter(|e| !e.file_name().to_string_lossy().ends_with(".lock"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn each_failure_is_a_typed_error_naming_what_failed() {
+    let (srv, _, _) = server();
+    let cache = fresh_cache("hub-errors");
+    let opts = options(&srv.endpoint(), &cache);
+
+    // No package of the quantization: the error lists the repository's files.
+    let e = fetch(&HubSpec::parse(&format!("{REPO}:F16")).unwrap(), &opts).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(
+            e,
+            HubError::NoPackage {
+                quant: Quant::F16,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(
+        msg.contains("Tiny-Q4_0") && msg.contains("README.md"),
+        "{msg}"
+    );
+
+    // 404: the repository, then a listed file the hub no longer has.
+    let e = fetch(&HubSpec::parse("test-org/Nope").unwrap(), &opts).unwrap_err();
+    assert!(matches!(e, HubError::RepoNotFound { .. }), "{e:?}");
+    assert!(e.to_string().contains("test-org/Nope"));
+    srv.gone("mmproj-Tiny-Q4_0.gguf");
+    let e = fetch(&spec(), &opts).unwrap_err();
+    assert!(
+        matches!(&e, HubError::FileNotFound { file, .. } if file == "mmproj-Tiny-Q4_0.gguf"),
+        "{e:?}"
+    );
+
+    // No network and nothing cached.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let e = fetch(&spec(), &options(&closed, &fresh_cache("hub-nonet"))).unwrap_err();
+    assert!(matches!(e, HubError::Network { .. }), "{e:?}");
+    assert!(e.to_string().contains(&closed), "{e}");
+    // Offline, nothing cached.
+    let e = fetch(
+        &spec(),
+        &HubOptions {
+            offline: true,
+            ..options(&closed, &fresh_cache("hub-offline-empty"))
+        },
+    )
+    .unwrap_err();
+    assert!(
+        matches!(e, HubError::NotCached { offline: true, .. }),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_private_repository_needs_the_token() {
+    let (srv, _, _) = server();
+    srv.require_token("hf_secret");
+    let cache = fresh_cache("hub-token");
+    let opts = options(&srv.endpoint(), &cache);
+    let e = fetch(&spec(), &opts).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HubError::Unauthorized {
+                status: 401,
+                token_sent: false,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("HF_TOKEN"), "{e}");
+    let wrong = HubOptions {
+        token: Some("hf_wrong".into()),
+        ..opts.clone()
+    };
+    let e = fetch(&spec(), &wrong).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HubError::Unauthorized {
+                token_sent: true,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(!format!("{wrong:?}").contains("hf_wrong"));
+    let ok = HubOptions {
+        token: Some("hf_secret".into()),
+        ..opts
+    };
+    assert_eq!(fetch(&spec(), &ok).unwrap().downloaded.len(), 4);
+}
+
+/// The child's side of the full-disk test: files over 64 KiB cannot be written.
+#[test]
+fn full_disk_child() {
+    let Some(role) = child::child_role() else {
+        return;
+    };
+    assert_eq!(role, "full-disk");
+    let endpoint = std::env::var("HUB_TEST_ENDPOINT").unwrap();
+    let cache = PathBuf::from(std::env::var("HUB_TEST_CACHE").unwrap());
+    // SAFETY: plain libc calls on this child process's own limits and signal disposition.
+    unsafe {
+        // why: writes past the limit then fail with EFBIG instead of killing the process.
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let lim = libc::rlimit {
+            rlim_cur: 64 << 10,
+            rlim_max: 64 << 10,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &lim), 0);
+    }
+    match fetch(&spec(), &options(&endpoint, &cache)) {
+        Ok(_) => child::report("ok"),
+        Err(e) => child::report(&format!("{}|{e}", matches!(e, HubError::Io { .. }))),
+    }
+}
+
+#[test]
+fn a_full_disk_is_an_error_naming_the_file() {
+    let (srv, _, files) = server();
+    let big = files
+        .iter()
+        .filter(|f| f.data.len() > 64 << 10)
+        .map(|f| f.name.clone())
+        .collect::<Vec<_>>();
+    assert!(!big.is_empty(), "the tiny package has no file over 64 KiB");
+    let cache = fresh_cache("hub-full");
+    let out = child::run(
+        "full_disk_child",
+        "full-disk",
+        &[
+            ("HUB_TEST_ENDPOINT", srv.endpoint()),
+            ("HUB_TEST_CACHE", cache.display().to_string()),
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(out.success(), "{} {}", out.how(), out.stderr);
+    let line = out.lines.first().cloned().unwrap_or_default();
+    assert!(line.starts_with("true|"), "{line}");
+    assert!(big.iter().any(|n| line.contains(n.as_str())), "{line}");
+    // Nothing loadable was left: the package is not in the cache.
+    let e = fetch(
+        &spec(),
+        &HubOptions {
+            offline: true,
+            ..options(&srv.endpoint(), &cache)
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, HubError::NotCached { .. }), "{e:?}");
+}
+
+/// A Python that imports `huggingface_hub`: `$LFM2E_PYTHON`, else `python3`; Err says why there
+/// is none. why a panic for `$LFM2E_PYTHON`: CI sets it to its venv (`.ci/run`), where the test
+/// must run, not skip.
+fn python_with_hub() -> Result<String, String> {
+    let (py, required) = match std::env::var("LFM2E_PYTHON") {
+        Ok(p) => (p, true),
+        Err(_) => ("python3".to_owned(), false),
+    };
+    let why = match Command::new(&py)
+        .args(["-c", "import huggingface_hub"])
+        .output()
+    {
+        Ok(o) if o.status.success() => return Ok(py),
+        Ok(_) => format!(
+            "`{py}` cannot import huggingface_hub: pip install huggingface_hub, or set \
+             LFM2E_PYTHON to a Python that has it"
+        ),
+        Err(e) => format!("`{py}` cannot run ({e})"),
+    };
+    assert!(!required, "LFM2E_PYTHON is set but unusable: {why}");
+    Err(why)
+}
+
+/// Runs `hf_hub_download` for each of `files` and returns the paths it prints.
+fn python_download(
+    py: &str,
+    endpoint: &str,
+    cache: &Path,
+    files: &[&str],
+    local_only: bool,
+) -> Vec<PathBuf> {
+    let script = format!(
+        "import sys\nfrom huggingface_hub import hf_hub_download\n\
+         for f in sys.argv[1:]:\n    print(hf_hub_download({REPO:?}, f, cache_dir={:?}, \
+         local_files_only={}))\n",
+        cache.display().to_string(),
+        if local_only { "True" } else { "False" }
+    );
+    let out = Command::new(py)
+        .arg("-c")
+        .arg(script)
+        .args(files)
+        .env("HF_ENDPOINT", endpoint)
+        .env("HF_HUB_DISABLE_TELEMETRY", "1")
+        .env("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        .env_remove("HF_TOKEN")
+        .env_remove("HF_HUB_OFFLINE")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "huggingface_hub failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(PathBuf::from)
+        .collect()
+}
+
+#[test]
+fn python_huggingface_hub_shares_the_cache_both_ways() {
+    let py = match python_with_hub() {
+        Ok(py) => py,
+        Err(why) => {
+            eprintln!("SKIP python_huggingface_hub_shares_the_cache_both_ways: {why}");
+            return;
+        }
+    };
+    let (srv, _, files) = server();
+    let names: Vec<&str> = files
+        .iter()
+        .filter(|f| f.name.ends_with(".gguf"))
+        .map(|f| f.name.as_str())
+        .collect();
+
+    // Ours first: Python finds every file with local_files_only, at our paths.
+    let cache = fresh_cache("hub-py-ours");
+    let got = fetch(&spec(), &options(&srv.endpoint(), &cache)).unwrap();
+    let before = srv.log().len();
+    let theirs = python_download(&py, &srv.endpoint(), &cache, &names, true);
+    assert_eq!(theirs.len(), 4);
+    for (p, name) in theirs.iter().zip(&names) {
+        assert_eq!(p, &got.paths.backbone.parent().unwrap().join(name));
+    }
+    assert_eq!(srv.log().len(), before, "local_files_only made requests");
+
+    // Python's first: our fetch takes its file without a request for it.
+    let cache = fresh_cache("hub-py-theirs");
+    let backbone = files.iter().find(|f| f.name == "Tiny-Q4_0.gguf").unwrap();
+    python_download(&py, &srv.endpoint(), &cache, &[&backbone.name], false);
+    let python_requests = srv.requests_for(REPO, backbone).len();
+    assert!(python_requests > 0);
+    let got = fetch(&spec(), &options(&srv.endpoint(), &cache)).unwrap();
+    assert_eq!(got.downloaded.len(), 3, "{:?}", got.downloaded);
+    assert!(!got.downloaded.contains(&backbone.name));
+    assert_eq!(srv.requests_for(REPO, backbone).len(), python_requests);
+    ModelPackage::open_paths(got.paths).unwrap();
+}
