@@ -520,7 +520,8 @@ impl Backend {
             _ => None,
         };
         let raw = self.lock();
-        // A wish above the budget's total runs on the total for this compute.
+        // Granted fewer threads than the handle is set to (the budget's share, or its total):
+        // this compute runs on those.
         let limited = permit.as_ref().map(|p| p.threads()).filter(|&n| n < set);
         if let Some(n) = limited {
             // SAFETY: the backend is live and a CPU backend; `n` is at least 1.
