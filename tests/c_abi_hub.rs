@@ -37,20 +37,7 @@ fn load(path: &str) -> (c_int, String) {
 #[test]
 fn an_hf_model_path_is_fetched_into_the_cache_and_loaded() {
     let paths = ensure_demo_package(common::demo_package()).unwrap();
-    let files: Vec<File> = [
-        &paths.backbone,
-        &paths.mmproj,
-        &paths.vocoder,
-        &paths.tokenizer,
-    ]
-    .iter()
-    .map(|p| {
-        File::new(
-            p.file_name().unwrap().to_str().unwrap(),
-            std::fs::read(p).unwrap(),
-        )
-    })
-    .collect();
+    let files = File::package(&paths);
     let mut srv = HubServer::start();
     srv.add_repo("test-org/Demo-GGUF", &"c".repeat(40), files);
     let cache = std::env::temp_dir().join(format!("c-abi-hub-{}", std::process::id()));

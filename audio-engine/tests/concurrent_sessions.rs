@@ -187,6 +187,27 @@ fn run_on(e: &Lfm2Audio, job: Job, threads: usize) -> Output {
     out
 }
 
+/// Runs `jobs` at once, one session of `threads` threads each on its own thread, released
+/// together; returns each output with when it started and ended.
+fn side_by_side(e: &Lfm2Audio, jobs: &[Job], threads: usize) -> Vec<(Output, Instant, Instant)> {
+    let barrier = Arc::new(Barrier::new(jobs.len()));
+    std::thread::scope(|sc| {
+        let handles: Vec<_> = jobs
+            .iter()
+            .map(|&job| {
+                let (e, barrier) = (e.clone(), barrier.clone());
+                sc.spawn(move || {
+                    barrier.wait();
+                    let start = Instant::now();
+                    let out = run_on(&e, job, threads);
+                    (out, start, Instant::now())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
 #[test]
 fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -220,23 +241,8 @@ fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
     let sequential = t0.elapsed();
 
     // At once: four threads released together, one session each, on the same model.
-    let barrier = Arc::new(Barrier::new(jobs.len()));
     let t0 = Instant::now();
-    let together: Vec<(Output, Instant, Instant)> = std::thread::scope(|sc| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .map(|&job| {
-                let (e, barrier) = (e.clone(), barrier.clone());
-                sc.spawn(move || {
-                    barrier.wait();
-                    let start = Instant::now();
-                    let out = run(&e, job);
-                    (out, start, Instant::now())
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let together = side_by_side(&e, &jobs, 1);
     let concurrent = t0.elapsed();
     for ((job, a), (b, _, _)) in jobs.iter().zip(&alone).zip(&together) {
         assert_eq!(a.items.len(), b.items.len(), "{job:?}");
@@ -294,20 +300,10 @@ fn sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_e
         "one session at a time never waits: {before:?}"
     );
 
-    let barrier = Arc::new(Barrier::new(jobs.len()));
-    let together: Vec<Output> = std::thread::scope(|sc| {
-        let handles: Vec<_> = jobs
-            .iter()
-            .map(|&job| {
-                let (e, barrier) = (e.clone(), barrier.clone());
-                sc.spawn(move || {
-                    barrier.wait();
-                    run_on(&e, job, 2)
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let together: Vec<Output> = side_by_side(&e, &jobs, 2)
+        .into_iter()
+        .map(|(out, _, _)| out)
+        .collect();
     let after = e.compute_thread_stats().unwrap();
     assert_eq!(
         after.peak_in_use, 2,

@@ -30,18 +30,7 @@ fn repo_files() -> (PackagePaths, Vec<File>) {
     FILES
         .get_or_init(|| {
             let paths = common::package::package(Quant::Q4_0);
-            let mut files: Vec<File> = [
-                &paths.backbone,
-                &paths.mmproj,
-                &paths.vocoder,
-                &paths.tokenizer,
-            ]
-            .iter()
-            .map(|p| {
-                let name = p.file_name().unwrap().to_str().unwrap();
-                File::new(name, std::fs::read(p).unwrap())
-            })
-            .collect();
+            let mut files = File::package(&paths);
             files.push(File::new("README.md", b"# tiny\n".to_vec()));
             (paths, files)
         })

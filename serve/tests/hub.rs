@@ -21,20 +21,7 @@ const REPO: &str = "test-org/Demo-GGUF";
 #[test]
 fn serve_hf_fetches_the_package_and_loads_it_offline_later() {
     let paths = ensure_demo_package(&default_demo_dir()).unwrap();
-    let files: Vec<File> = [
-        &paths.backbone,
-        &paths.mmproj,
-        &paths.vocoder,
-        &paths.tokenizer,
-    ]
-    .iter()
-    .map(|p| {
-        File::new(
-            p.file_name().unwrap().to_str().unwrap(),
-            std::fs::read(p).unwrap(),
-        )
-    })
-    .collect();
+    let files = File::package(&paths);
     let mut srv = HubServer::start();
     srv.add_repo(REPO, "feedc0de00000000000000000000000000000000", files);
     let cache: PathBuf = common::scratch("serve-hub-cache");

@@ -43,6 +43,22 @@ impl File {
             sha256,
         }
     }
+
+    /// The four files of a package on disk, named as the hub names them (their file names).
+    pub fn package(paths: &audio_engine::lfm2_audio::PackagePaths) -> Vec<File> {
+        [
+            &paths.backbone,
+            &paths.mmproj,
+            &paths.vocoder,
+            &paths.tokenizer,
+        ]
+        .iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_str().unwrap();
+            File::new(name, std::fs::read(p).unwrap())
+        })
+        .collect()
+    }
 }
 
 /// Lower-case hex.
