@@ -509,6 +509,24 @@ impl Backend {
     /// [`mapped_file`](super::mapped_file)). On a CPU backend with a thread budget
     /// ([`Backend::share_thread_budget`]) the compute first waits for its threads.
     pub fn compute(&self, graph: &Graph<'_>) -> Result<()> {
+        self.compute_with(graph, false)
+    }
+
+    /// Computes `graph` like [`Backend::compute`], with every matrix product on a CPU backend
+    /// taking ggml's one-column dot kernel whatever its column count, so that each column's
+    /// bits do not depend on how many columns the product has.
+    ///
+    /// why: ggml picks a product's kernel by its width. One column takes the per-row dot
+    /// (`vec_dot`, or the repacked gemv); several take a multi-column kernel (llamafile's
+    /// tinyBLAS, the tiled K-quant path, the repacked gemm) that sums in another order. Decode
+    /// steps of several sequences batched into one graph must give each sequence the bits it
+    /// gets alone, so they are computed this way at every width, one included (where it is the
+    /// kernel ggml takes anyway). Other backends compute as [`Backend::compute`].
+    pub fn compute_column_stable(&self, graph: &Graph<'_>) -> Result<()> {
+        self.compute_with(graph, true)
+    }
+
+    fn compute_with(&self, graph: &Graph<'_>, column_stable: bool) -> Result<()> {
         self.validate(graph)?;
         let set = self
             .n_threads()
@@ -527,10 +545,19 @@ impl Backend {
             // SAFETY: the backend is live and a CPU backend; `n` is at least 1.
             unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), n as c_int) };
         }
+        let column_stable = column_stable && self.inner.is_cpu;
+        if column_stable {
+            // SAFETY: the backend is live and a CPU backend; the flag only selects kernels.
+            unsafe { sys::ggml_backend_cpu_set_use_ref(raw.as_ptr(), true) };
+        }
         // SAFETY: the backend and the graph are live, and every member tensor is allocated in
         // memory the backend accepts, has a supported op and in-range row indices (checked by
         // `validate`), so the compute cannot read or write outside tensor memory.
         let status = unsafe { sys::ggml_backend_graph_compute(raw.as_ptr(), graph.as_ptr()) };
+        if column_stable {
+            // SAFETY: as above.
+            unsafe { sys::ggml_backend_cpu_set_use_ref(raw.as_ptr(), false) };
+        }
         if limited.is_some() {
             // SAFETY: as above; `set` is the count the handle had (in 1..=GGML_MAX_N_THREADS).
             unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), set as c_int) };

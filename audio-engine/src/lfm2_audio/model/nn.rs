@@ -193,6 +193,38 @@ pub struct Attention {
     pub rope: RopeParams,
 }
 
+/// An attention layer's queries `[head_dim, heads, n]`, keys `[head_dim, kv_heads, n]` and
+/// values `[head_dim * kv_heads, n]` of `n` positions (views of one projection when fused).
+#[derive(Debug, Clone, Copy)]
+pub struct Qkv<'a> {
+    /// Queries.
+    pub q: Tensor<'a>,
+    /// Keys.
+    pub k: Tensor<'a>,
+    /// Values.
+    pub v: Tensor<'a>,
+}
+
+impl<'a> Qkv<'a> {
+    /// The queries, keys and values of position `i` alone (views, no copy).
+    pub fn position(&self, ctx: &'a Context, i: usize) -> G<Qkv<'a>> {
+        let one = |t: Tensor<'a>| {
+            let (ne, nb) = (t.ne(), t.nb());
+            ctx.view_3d(t, ne[0], ne[1], 1, nb[1], nb[2], i * nb[2])
+        };
+        Ok(Qkv {
+            q: one(self.q)?,
+            k: one(self.k)?,
+            v: column(ctx, self.v, i)?,
+        })
+    }
+}
+
+/// Column `i` of a 2-D `t` (`[rows, n]` -> `[rows, 1]`, a view).
+pub fn column<'a>(ctx: &'a Context, t: Tensor<'a>, i: usize) -> G<Tensor<'a>> {
+    ctx.view_2d(t, t.ne()[0], 1, t.nb()[1], i * t.nb()[1])
+}
+
 impl Attention {
     /// `x` `[dim, n]` at cache rows `p0 .. p0 + n`: writes the chunk's K/V rows into `cache`
     /// (the copies are expanded into `g` first, so they run before the reads), attends over rows
@@ -205,27 +237,52 @@ impl Attention {
         cache: KvRows<'a>,
         inp: &AttentionInputs<'a>,
     ) -> G<Tensor<'a>> {
+        let qkv = self.project(ctx, x)?;
+        let merged = self.attend(ctx, g, qkv, cache, inp)?;
+        self.out.forward(ctx, merged)
+    }
+
+    /// The projection of `x` `[dim, n]` to queries, keys and values.
+    pub fn project<'a>(&self, ctx: &'a Context, x: Tensor<'a>) -> G<Qkv<'a>> {
+        let hd = self.head_dim as i64;
+        let nh = self.n_head as i64;
+        let nkv = self.n_kv_head as i64;
+        let n = x.ne()[1];
+        Ok(match &self.qkv {
+            QkvProjection::Separate { q, k, v } => Qkv {
+                q: ctx.reshape_3d(q.forward(ctx, x)?, hd, nh, n)?,
+                k: ctx.reshape_3d(k.forward(ctx, x)?, hd, nkv, n)?,
+                v: v.forward(ctx, x)?, // [kvw, n]
+            },
+            QkvProjection::Fused(qkv) => {
+                let y = qkv.forward(ctx, x)?; // [hd * (nh + 2 nkv), n]
+                let (e, row) = (self.head_dim * F32, y.nb()[1]);
+                Qkv {
+                    q: ctx.view_3d(y, hd, nh, n, e, row, 0)?,
+                    k: ctx.view_3d(y, hd, nkv, n, e, row, self.n_head * e)?,
+                    v: ctx.view_2d(y, hd * nkv, n, row, (self.n_head + self.n_kv_head) * e)?,
+                }
+            }
+        })
+    }
+
+    /// The attention of one sequence's `n` positions at cache rows `p0 .. p0 + n`: writes their
+    /// K/V rows into `cache`, attends over rows `0 .. p0 + n` and returns the heads merged,
+    /// `[heads * head_dim, n]`, before the output projection.
+    pub fn attend<'a>(
+        &self,
+        ctx: &'a Context,
+        g: &mut Graph<'a>,
+        qkv: Qkv<'a>,
+        cache: KvRows<'a>,
+        inp: &AttentionInputs<'a>,
+    ) -> G<Tensor<'a>> {
         let hd = self.head_dim as i64;
         let nh = self.n_head as i64;
         let nkv = self.n_kv_head as i64;
         let kvw = hd * nkv;
-        let n = x.ne()[1];
-        let (q, k, v) = match &self.qkv {
-            QkvProjection::Separate { q, k, v } => (
-                ctx.reshape_3d(q.forward(ctx, x)?, hd, nh, n)?,
-                ctx.reshape_3d(k.forward(ctx, x)?, hd, nkv, n)?,
-                v.forward(ctx, x)?, // [kvw, n]
-            ),
-            QkvProjection::Fused(qkv) => {
-                let y = qkv.forward(ctx, x)?; // [hd * (nh + 2 nkv), n]
-                let (e, row) = (self.head_dim * F32, y.nb()[1]);
-                (
-                    ctx.view_3d(y, hd, nh, n, e, row, 0)?,
-                    ctx.view_3d(y, hd, nkv, n, e, row, self.n_head * e)?,
-                    ctx.view_2d(y, kvw, n, row, (self.n_head + self.n_kv_head) * e)?,
-                )
-            }
-        };
+        let Qkv { q, k, v } = qkv;
+        let n = q.ne()[2];
         let q = self.q_norm.forward(ctx, q)?;
         let k = self.k_norm.forward(ctx, k)?;
         let q = ctx.rope_ext(q, inp.pos, None, self.rope)?;
@@ -253,8 +310,7 @@ impl Attention {
         let scale = 1.0 / (self.head_dim as f32).sqrt();
         let kq = ctx.soft_max_ext(kq, inp.mask, scale, 0.0)?;
         let kqv = ctx.mul_mat(vt, kq)?; // [hd, n, nh]
-        let merged = ctx.cont_4d(ctx.permute(kqv, [0, 2, 1, 3])?, [hd * nh, n, 1, 1])?;
-        self.out.forward(ctx, merged)
+        ctx.cont_4d(ctx.permute(kqv, [0, 2, 1, 3])?, [hd * nh, n, 1, 1])
     }
 }
 
@@ -282,9 +338,23 @@ impl ShortConv {
         x: Tensor<'a>,
         state: Tensor<'a>,
     ) -> G<Tensor<'a>> {
+        let bcx = self.in_proj.forward(ctx, x)?;
+        let y = self.convolve(ctx, g, bcx, state)?;
+        self.out_proj.forward(ctx, y)
+    }
+
+    /// The gated convolution of one sequence's `n` positions, from their `in_proj` output
+    /// `bcx` `[3 * dim, n]` (B, C and x stacked) to `[dim, n]` before `out_proj`; `state` as
+    /// in [`ShortConv::forward`].
+    pub fn convolve<'a>(
+        &self,
+        ctx: &'a Context,
+        g: &mut Graph<'a>,
+        bcx: Tensor<'a>,
+        state: Tensor<'a>,
+    ) -> G<Tensor<'a>> {
         let h = self.dim as i64;
-        let n = x.ne()[1];
-        let bcx = self.in_proj.forward(ctx, x)?; // [3h, n]: B, C, x stacked
+        let n = bcx.ne()[1];
         let part = |i: usize| ctx.view_2d(bcx, h, n, bcx.nb()[1], i * self.dim * F32);
         let (b, c, xin) = (part(0)?, part(1)?, part(2)?);
         let bx = ctx.cont(ctx.transpose(ctx.mul(b, xin)?)?)?; // [n, h]
@@ -295,7 +365,6 @@ impl ShortConv {
         g.build_forward_expand(ctx.cpy(new_tail, state)?)?;
         let sx3 = ctx.reshape_3d(sx, tail + n, h, 1)?;
         let y = ctx.ssm_conv(sx3, ctx.param(&self.conv))?; // [h, n, 1]
-        let y = ctx.mul(c, ctx.reshape_2d(y, h, n)?)?;
-        self.out_proj.forward(ctx, y)
+        ctx.mul(c, ctx.reshape_2d(y, h, n)?)
     }
 }

@@ -10,12 +10,12 @@ use super::config::{LayerKind, Mixer};
 use super::{Backbone, BackboneError, ForwardOutput, Position, Rows};
 
 /// Nodes one graph may hold: ~40 per layer plus the embedding and head.
-const GRAPH_SIZE: usize = 4096;
+pub(super) const GRAPH_SIZE: usize = 4096;
 
 type R<T> = Result<T, BackboneError>;
 
 /// The chunk's inputs, grouped by kind, and where each position's row comes from.
-struct Inputs {
+pub(super) struct Inputs {
     text: Vec<i32>,
     audio: Vec<f32>,
     codes: Vec<i32>,
@@ -25,7 +25,7 @@ struct Inputs {
     order: Vec<i32>,
 }
 
-fn gather(bb: &Backbone, positions: &[Position<'_>]) -> R<Inputs> {
+pub(super) fn gather(bb: &Backbone, positions: &[Position<'_>]) -> R<Inputs> {
     let cfg = &bb.config;
     let h = cfg.hidden_size as usize;
     let (mut text, mut audio, mut codes) = (Vec::new(), Vec::new(), Vec::new());
@@ -105,22 +105,45 @@ fn gather(bb: &Backbone, positions: &[Position<'_>]) -> R<Inputs> {
     })
 }
 
-/// Input tensors created in the graph context, filled after allocation.
-struct InputTensors<'a> {
+/// The embedding's input tensors, created in the graph context and filled after allocation.
+#[derive(Default)]
+pub(super) struct EmbedInputs<'a> {
     text: Option<Tensor<'a>>,
     audio: Option<Tensor<'a>>,
     codes: Option<Tensor<'a>>,
     order: Option<Tensor<'a>>,
-    pos: Tensor<'a>,
-    mask: Option<Tensor<'a>>,
+}
+
+/// One sequence's attention inputs: RoPE positions and the mask (when it has attention layers).
+pub(super) struct SequenceInputs<'a> {
+    pub pos: Tensor<'a>,
+    pub mask: Option<Tensor<'a>>,
+}
+
+impl<'a> SequenceInputs<'a> {
+    /// The inputs of `n` positions after `p0` cached ones.
+    pub fn new(ctx: &'a Context, p0: usize, n: usize, has_attention: bool) -> R<Self> {
+        Ok(SequenceInputs {
+            pos: input(ctx.new_tensor_1d(GgmlType::I32, n as i64)?, "inp_pos")?,
+            mask: if has_attention {
+                let kv_len = (p0 + n) as i64;
+                Some(input(
+                    ctx.new_tensor_2d(GgmlType::F32, kv_len, n as i64)?,
+                    "inp_mask",
+                )?)
+            } else {
+                None
+            },
+        })
+    }
 }
 
 /// The embeddings of the chunk in position order: `[hidden, n]`.
-fn embed<'a>(
+pub(super) fn embed<'a>(
     ctx: &'a Context,
     bb: &Backbone,
     inp: &Inputs,
-    it: &mut InputTensors<'a>,
+    it: &mut EmbedInputs<'a>,
 ) -> R<Tensor<'a>> {
     let h = i64::from(bb.config.hidden_size);
     let mut pieces = Vec::new();
@@ -174,23 +197,12 @@ fn embed<'a>(
     Ok(x)
 }
 
-/// Builds, allocates and computes the graph of one chunk.
-pub(super) fn run(
-    bb: &Backbone,
-    cache: &DecodeCache,
-    positions: &[Position<'_>],
-    rows: Rows,
-    want_logits: bool,
-) -> R<ForwardOutput> {
+/// Checks that `cache` was made for `bb`'s layers and has room for `n` more positions.
+pub(super) fn check_cache(bb: &Backbone, cache: &DecodeCache, n: usize) -> R<()> {
     let cfg = &bb.config;
-    let n = positions.len();
-    if n == 0 {
-        return Err(BackboneError::Input("no positions to run".into()));
-    }
-    let p0 = cache.len();
-    if p0 + n > cache.capacity() {
+    if cache.len() + n > cache.capacity() {
         return Err(BackboneError::Capacity {
-            needed: p0 + n,
+            needed: cache.len() + n,
             capacity: cache.capacity(),
         });
     }
@@ -211,31 +223,34 @@ pub(super) fn run(
     if !kinds_match {
         return Err(BackboneError::CacheMismatch);
     }
+    Ok(())
+}
+
+/// Builds, allocates and computes the graph of one chunk.
+pub(super) fn run(
+    bb: &Backbone,
+    cache: &DecodeCache,
+    positions: &[Position<'_>],
+    rows: Rows,
+    want_logits: bool,
+) -> R<ForwardOutput> {
+    let cfg = &bb.config;
+    let n = positions.len();
+    if n == 0 {
+        return Err(BackboneError::Input("no positions to run".into()));
+    }
+    check_cache(bb, cache, n)?;
+    let p0 = cache.len();
     let inp = gather(bb, positions)?;
 
     let ctx = Context::metadata_with_graph(GRAPH_SIZE, GRAPH_SIZE)?;
     let mut g = ctx.new_graph(GRAPH_SIZE)?;
-    let kv_len = (p0 + n) as i64;
-    let has_attention = (0..n_layers).any(|il| cfg.layer_kind(il) == LayerKind::Attention);
-    let mut it = InputTensors {
-        text: None,
-        audio: None,
-        codes: None,
-        order: None,
-        pos: input(ctx.new_tensor_1d(GgmlType::I32, n as i64)?, "inp_pos")?,
-        mask: if has_attention {
-            Some(input(
-                ctx.new_tensor_2d(GgmlType::F32, kv_len, n as i64)?,
-                "inp_mask",
-            )?)
-        } else {
-            None
-        },
-    };
+    let seq = SequenceInputs::new(&ctx, p0, n, bb.has_attention())?;
+    let mut it = EmbedInputs::default();
     let mut x = embed(&ctx, bb, &inp, &mut it)?;
     let attn_in = AttentionInputs {
-        pos: it.pos,
-        mask: it.mask,
+        pos: seq.pos,
+        mask: seq.mask,
         p0,
     };
     let cache_t = cache.tensors();
@@ -284,7 +299,8 @@ pub(super) fn run(
     }
 
     cache.allocator().alloc_graph(&g)?;
-    set_inputs(&it, &inp, p0, n, bb.sliding_window)?;
+    set_embed_inputs(&it, &inp)?;
+    set_sequence_inputs(&seq, p0, n, bb.sliding_window)?;
     cache.backend().compute(&g)?;
 
     let mut out = ForwardOutput::default();
@@ -296,18 +312,13 @@ pub(super) fn run(
     Ok(out)
 }
 
-fn set_inputs(
-    it: &InputTensors<'_>,
-    inp: &Inputs,
-    p0: usize,
-    n: usize,
-    window: Option<usize>,
-) -> R<()> {
-    // why: ggml prunes inputs nothing reads (e.g. the mask when no output needs the last
-    // attention layer), and a pruned input has no memory to write.
-    fn live<'t>(t: &Option<Tensor<'t>>) -> Option<Tensor<'t>> {
-        t.filter(|t| t.is_allocated())
-    }
+/// ggml prunes inputs nothing reads (e.g. the mask when no output needs the last attention
+/// layer), and a pruned input has no memory to write.
+fn live<'t>(t: &Option<Tensor<'t>>) -> Option<Tensor<'t>> {
+    t.filter(|t| t.is_allocated())
+}
+
+pub(super) fn set_embed_inputs(it: &EmbedInputs<'_>, inp: &Inputs) -> R<()> {
     if let Some(t) = live(&it.text) {
         t.set_i32(&inp.text)?;
     }
@@ -320,6 +331,15 @@ fn set_inputs(
     if let Some(t) = live(&it.order) {
         t.set_i32(&inp.order)?;
     }
+    Ok(())
+}
+
+pub(super) fn set_sequence_inputs(
+    it: &SequenceInputs<'_>,
+    p0: usize,
+    n: usize,
+    window: Option<usize>,
+) -> R<()> {
     let pos: Vec<i32> = (p0..p0 + n).map(|p| p as i32).collect();
     if it.pos.is_allocated() {
         it.pos.set_i32(&pos)?;

@@ -6,6 +6,7 @@
 //! cache rows up to the chunk's own end (so its bits never depend on the cache's capacity), and
 //! returns the final-norm hidden states and, when asked, the text logits of the chosen rows.
 
+mod batch;
 pub mod cache;
 pub mod config;
 mod graph;
@@ -16,6 +17,7 @@ use self::config::{Lfm2Backbone, Lfm2Config, Lfm2Weights};
 use super::load_error::LoadError;
 use super::weights::WeightFile;
 
+pub use batch::{BatchCompute, Step};
 pub use cache::{CacheBlock, DecodeCache, BLOCK_POSITIONS};
 
 /// Why a backbone run failed.
@@ -202,6 +204,12 @@ impl Backbone {
     /// (`lfm2.attention.sliding_window`): a position attends to itself and the `w - 1` before it.
     pub fn sliding_window(&self) -> Option<usize> {
         self.sliding_window
+    }
+
+    /// Whether any layer is an attention layer (else no run needs positions or a mask).
+    pub fn has_attention(&self) -> bool {
+        (0..self.config.num_hidden_layers as usize)
+            .any(|il| self.config.layer_kind(il) == config::LayerKind::Attention)
     }
 
     /// Hyperparameters.
