@@ -309,9 +309,12 @@ fn sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_e
         after.peak_in_use, 2,
         "more threads computed at once than the model has"
     );
+    // why not "some compute waited": the scheduler batches the sessions' steps into one
+    // graph, so they may never compete for threads; that they shared ticks shows they overlapped.
+    let ticks = e.step_stats();
     assert!(
-        after.waits > 0,
-        "three sessions side by side never waited for threads: {after:?}"
+        ticks.max_width >= 2,
+        "three sessions side by side never shared a step tick: {ticks:?}"
     );
     // The same work again, side by side, all of it through the budget.
     assert!(

@@ -75,9 +75,14 @@ struct Args {
     #[arg(long, default_value_t = 0, value_parser = value_parser!(u32).range(0..=512))]
     frame_threads: u32,
     /// CPU threads of the backbone's single-position steps (`ModelOptions::step_threads`: 0,
-    /// the default, runs `--threads` and tries one when steps slow down; N fixes it).
+    /// the default, runs `--threads`; N fixes it).
     #[arg(long, default_value_t = 0, value_parser = value_parser!(u32).range(0..=512))]
     step_threads: u32,
+    /// The most sessions whose steps one tick batches (`ModelOptions::max_batch`; 1: every
+    /// step on its own).
+    #[arg(long, default_value_t = audio_engine::lfm2_audio::DEFAULT_MAX_BATCH as u32,
+          value_parser = value_parser!(u32).range(1..=64))]
+    batch: u32,
     /// Sessions running the same conversation side by side, one thread each driving it.
     #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=16))]
     sessions: u32,
@@ -854,6 +859,7 @@ fn main() -> Result<()> {
             n_threads: a.threads as usize,
             frame_threads: a.frame_threads as usize,
             step_threads: a.step_threads as usize,
+            max_batch: a.batch as usize,
             ..Default::default()
         },
     )?;
@@ -1067,6 +1073,15 @@ fn main() -> Result<()> {
         steps_total as f64 / wall_med,
         audio_total / wall_med,
         if identical { "yes" } else { "NO" }
+    );
+    let ticks = model.step_stats();
+    println!(
+        "step ticks: {} ticks ran {} steps (mean width {:.2}, widest {}; --batch {})",
+        ticks.ticks,
+        ticks.steps,
+        ticks.steps as f64 / ticks.ticks.max(1) as f64,
+        ticks.max_width,
+        a.batch
     );
     println!(
         "ours: load {:.2} s; peak RSS (VmHWM) {:.0} MiB ({:.2} GB)",

@@ -56,7 +56,8 @@ pub use io::audio::{
     pcm_16k, write_wav_f32, write_wav_file_24k, AudioError, AudioInput, MonoAudio, ReadOptions,
     DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
-pub use model::engine::{Lfm2Audio, ModelOptions};
+pub use model::backbone::scheduler::TickStats;
+pub use model::engine::{Lfm2Audio, ModelOptions, DEFAULT_MAX_BATCH};
 pub use model::load_error::LoadError;
 pub use model::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
 pub use session::ahead::BackgroundWork;

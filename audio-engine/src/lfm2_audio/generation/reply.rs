@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use super::sampling::{AudioSampler, SamplerConfig};
 use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position, Rows};
+use crate::lfm2_audio::model::backbone::scheduler::{OwnedPosition, StepFailed, StepMember};
+use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position};
 use crate::lfm2_audio::model::engine::{prefill_blocks, Lfm2Audio};
 use crate::lfm2_audio::text::prompt::Prompt;
 
@@ -260,7 +261,7 @@ impl Lfm2Audio {
         let mut detok = frame_threads
             .as_ref()
             .map(|f| self.detokenizer().stream_on(f.backend()));
-        let [mut text_threads, mut frame_bb_threads] = self.step_threads(cache.backend())?;
+        let mut stepper = Stepper::new(self, cache);
         let mut pending = Utf8Pending::default();
         let mut result = ReplyResult {
             prompt_positions: prompt_len,
@@ -310,7 +311,7 @@ impl Lfm2Audio {
                                 result.ended = true;
                                 break 'gen;
                             }
-                            Position::Text(t)
+                            OwnedPosition::Text(t)
                         }
                     }
                 }
@@ -351,17 +352,13 @@ impl Lfm2Audio {
                         unreachable!()
                     };
                     let want_logits = schedule.next() == Modality::Text;
-                    frame_bb_threads.before_step()?;
                     let t_backbone = Instant::now();
-                    last = backbone.forward(
-                        &mut cache,
-                        &[Position::Frame(codes)],
-                        Rows::Last,
-                        want_logits,
-                    )?;
-                    let took = t_backbone.elapsed();
-                    frame_bb_threads.after_step(took);
-                    result.timings.steps.frame_backbone.push(took);
+                    last = stepper.step(OwnedPosition::Frame(codes.clone()), want_logits)?;
+                    result
+                        .timings
+                        .steps
+                        .frame_backbone
+                        .push(t_backbone.elapsed());
                     continue 'gen;
                 }
             };
@@ -369,10 +366,7 @@ impl Lfm2Audio {
                 break;
             }
             let want_logits = schedule.next() == Modality::Text;
-            text_threads.before_step()?;
-            let t_forward = Instant::now();
-            last = backbone.forward(&mut cache, &[next_input], Rows::Last, want_logits)?;
-            text_threads.after_step(t_forward.elapsed());
+            last = stepper.step(next_input, want_logits)?;
             result.timings.steps.text.push(t_step.elapsed());
         }
         let tail_text = pending.flush();
@@ -390,6 +384,47 @@ impl Lfm2Audio {
         result.timings.generate = t_gen.elapsed();
         result.timings.total = started.elapsed();
         Ok(result)
+    }
+}
+
+/// The reply's decode cache, lent to the model's step scheduler for each single-position step;
+/// the reply is a member of the scheduler's ticks while this lives.
+struct Stepper<'m> {
+    model: &'m Lfm2Audio,
+    cache: Option<DecodeCache>,
+    _member: StepMember,
+}
+
+impl<'m> Stepper<'m> {
+    fn new(model: &'m Lfm2Audio, cache: DecodeCache) -> Stepper<'m> {
+        Stepper {
+            model,
+            cache: Some(cache),
+            _member: model.step_scheduler().join(),
+        }
+    }
+
+    /// Runs `position` at the end of the cache in the scheduler's next tick.
+    fn step(
+        &mut self,
+        position: OwnedPosition,
+        logits: bool,
+    ) -> Result<ForwardOutput, EngineError> {
+        let cache = self.cache.take().ok_or_else(|| {
+            EngineError::Invariant("the decode cache was lost by a failed step".into())
+        })?;
+        let scheduler = self.model.step_scheduler();
+        match scheduler.step(self.model.backbone(), cache, position, logits) {
+            Ok((cache, out)) => {
+                self.cache = Some(cache);
+                Ok(out)
+            }
+            Err(failed) => {
+                let StepFailed { cache, error } = *failed;
+                self.cache = cache;
+                Err(error.into())
+            }
+        }
     }
 }
 

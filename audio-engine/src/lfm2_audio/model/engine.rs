@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 use crate::ggml::{Backend, GgmlError, GraphAllocator, ThreadBudget, ThreadBudgetStats};
 
-use super::backbone::{AudioCodeTable, Backbone, DecodeCache, ForwardOutput, Position, Rows};
+use super::backbone::scheduler::{StepScheduler, TickStats};
+use super::backbone::{
+    AudioCodeTable, Backbone, BackboneError, DecodeCache, ForwardOutput, Position, Rows,
+};
 use super::depthformer::Depthformer;
 use super::detokenizer::Detokenizer;
 use super::encoder::AudioEncoder;
@@ -22,7 +25,7 @@ use super::features;
 use super::load_error::LoadError;
 use super::weights::WeightFile;
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::generation::frame_threads::{FrameThreads, StepThreads};
+use crate::lfm2_audio::generation::frame_threads::FrameThreads;
 use crate::lfm2_audio::io::audio::{self, ReadOptions};
 use crate::lfm2_audio::model::package::ModelPackage;
 use crate::lfm2_audio::text::tokenizer::Tokenizer;
@@ -32,6 +35,9 @@ pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
 
 /// Default one-pass audio limit, seconds.
 pub const DEFAULT_MAX_AUDIO_SECONDS: f64 = 60.0;
+
+/// Default [`ModelOptions::max_batch`]: the replies one step tick batches.
+pub const DEFAULT_MAX_BATCH: usize = 8;
 
 /// Default context: prompt plus generated steps.
 pub const DEFAULT_CONTEXT: usize = 8192;
@@ -57,11 +63,14 @@ pub struct ModelOptions {
     /// count on a machine dedicated to the engine). The bytes are the same either way.
     pub frame_threads: usize,
     /// CPU threads for the backbone's single-position steps (a text token, an audio frame's
-    /// forward). Default 0: `n_threads`, and one thread tried (and kept while it is cheaper)
-    /// when steps become markedly slower than the fastest seen, as happens when another process
-    /// holds a core; apart for text steps and frames; prefills keep `n_threads`. A positive
-    /// count fixes it. The bytes are the same either way.
+    /// forward), which the model's step scheduler runs for every reply as batched ticks.
+    /// Default 0: `n_threads`. The bytes are the same either way.
     pub step_threads: usize,
+    /// The most replies whose steps one tick batches into one graph (see
+    /// [`StepScheduler`](crate::lfm2_audio::internals::backbone::scheduler::StepScheduler)).
+    /// Default [`DEFAULT_MAX_BATCH`]; 1 runs every step on its own, one at a time. A reply's
+    /// bytes do not depend on it.
+    pub max_batch: usize,
     /// Longest audio accepted in one pass, seconds.
     pub max_audio_seconds: f64,
     /// Positions of the context (prompt + generated steps).
@@ -79,6 +88,7 @@ impl Default for ModelOptions {
             max_compute_threads: 0,
             frame_threads: 0,
             step_threads: 0,
+            max_batch: DEFAULT_MAX_BATCH,
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
             repack: crate::ggml::repack_by_default(),
@@ -113,6 +123,8 @@ struct Inner {
     /// Text and audio steps per interleaved block.
     interleave: Interleave,
     backbone: Backbone,
+    /// Batches the single-position backbone steps of every reply on this model.
+    steps: Arc<StepScheduler>,
     encoder: AudioEncoder,
     depth: Depthformer,
     detok: Detokenizer,
@@ -162,6 +174,22 @@ impl std::fmt::Debug for Lfm2Audio {
             .field("description", &self.description())
             .finish()
     }
+}
+
+/// The model's step scheduler, computing on an instance of `backend` with the step threads.
+fn step_scheduler(
+    backend: &Backend,
+    options: &ModelOptions,
+) -> Result<StepScheduler, BackboneError> {
+    let b = backend.new_instance()?;
+    if b.is_cpu() {
+        let n = match options.step_threads {
+            0 => options.n_threads,
+            n => n,
+        };
+        b.set_n_threads(n.max(1))?;
+    }
+    StepScheduler::new(b, options.max_batch)
 }
 
 fn backend_err(file: &Path) -> impl Fn(GgmlError) -> LoadError + '_ {
@@ -248,6 +276,16 @@ impl Lfm2Audio {
         let table = WeightFile::load_filtered(mmproj_again, &backend, |n| n == AUDIO_CODE_TABLE)?;
         let table = AudioCodeTable::new(table, AUDIO_CODE_TABLE, codebooks, hidden)?;
         backbone.set_audio_codes(table);
+        let steps =
+            Arc::new(
+                step_scheduler(&backend, &options).map_err(|e| LoadError::Backend {
+                    file: mmproj_path.clone(),
+                    source: match e {
+                        BackboneError::Ggml(g) => g,
+                        other => GgmlError::arg("step scheduler", other.to_string()),
+                    },
+                })?,
+            );
         let enc_weights =
             WeightFile::load_filtered(package.mmproj, &backend, |n| n != AUDIO_CODE_TABLE)?;
         let encoder = AudioEncoder::load(enc_weights)?;
@@ -262,6 +300,7 @@ impl Lfm2Audio {
                 language,
                 codebooks,
                 backbone,
+                steps,
                 encoder,
                 depth,
                 detok,
@@ -395,21 +434,14 @@ impl Lfm2Audio {
         FrameThreads::new(b, self.inner.options.frame_threads, n)
     }
 
-    /// The thread policies of the backbone's single-position steps on `backend` (the decode
-    /// cache's), following [`ModelOptions::step_threads`]: one for text steps, one for the
-    /// forward of each audio frame (they cost differently, so each is measured on its own).
-    /// The full count comes back when they are dropped.
-    pub(crate) fn step_threads(&self, backend: &Backend) -> Result<[StepThreads; 2], EngineError> {
-        // why read once: a fixed count set by the first policy would be read by the second.
-        let n = backend
-            .n_threads()
-            .unwrap_or(self.inner.options.n_threads)
-            .max(1);
-        let fixed = self.inner.options.step_threads;
-        Ok([
-            StepThreads::new(backend.clone(), fixed, n)?,
-            StepThreads::new(backend.clone(), fixed, n)?,
-        ])
+    /// The scheduler that batches the backbone steps of this model's replies.
+    pub(crate) fn step_scheduler(&self) -> &Arc<StepScheduler> {
+        &self.inner.steps
+    }
+
+    /// What the step scheduler has run so far: ticks, steps, the widest tick.
+    pub fn step_stats(&self) -> TickStats {
+        self.inner.steps.stats()
     }
 
     /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,

@@ -10,6 +10,7 @@ mod batch;
 pub mod cache;
 pub mod config;
 mod graph;
+pub mod scheduler;
 
 use crate::ggml::{Backend, GgmlError, Param};
 
@@ -17,6 +18,7 @@ use self::config::{Lfm2Backbone, Lfm2Config, Lfm2Weights};
 use super::load_error::LoadError;
 use super::weights::WeightFile;
 
+#[cfg_attr(not(feature = "testkit"), allow(unused_imports))]
 pub use batch::{BatchCompute, Step};
 pub use cache::{CacheBlock, DecodeCache, BLOCK_POSITIONS};
 
@@ -57,6 +59,9 @@ pub enum BackboneError {
     /// ggml rejected an operation or failed to compute.
     #[error(transparent)]
     Ggml(#[from] GgmlError),
+    /// The batched tick this step ran in failed (every step of the tick gets the same cause).
+    #[error("the batched step failed: {0}")]
+    Batch(#[source] std::sync::Arc<BackboneError>),
 }
 
 impl BackboneError {
@@ -66,6 +71,7 @@ impl BackboneError {
         match self {
             BackboneError::CacheMemory { .. } => true,
             BackboneError::Ggml(g) => g.is_out_of_memory(),
+            BackboneError::Batch(e) => e.is_out_of_memory(),
             _ => false,
         }
     }
