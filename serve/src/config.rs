@@ -39,6 +39,10 @@ pub struct Cli {
     /// Compute threads per graph (default: the cores); the slots share the cores between them.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Most replies whose next step one graph computes (default 8; 1: each step alone). The
+    /// replies of the slots running at once are batched up to this; bytes never change.
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Longest wait for a free session, ms (0: unbounded); a request may ask for less.
     #[arg(long)]
     pub busy_timeout_ms: Option<u64>,
@@ -109,6 +113,7 @@ pub struct FileConfig {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub threads: Option<usize>,
+    pub batch: Option<usize>,
     pub slots: Option<usize>,
     pub busy_timeout_ms: Option<u64>,
     pub max_queue: Option<usize>,
@@ -145,6 +150,8 @@ pub struct Settings {
     pub host: String,
     pub port: u16,
     pub threads: usize,
+    /// The model's `max_batch`: replies per step tick.
+    pub batch: usize,
     pub slots: usize,
     pub busy_timeout_ms: u64,
     pub max_queue: usize,
@@ -169,6 +176,7 @@ impl Default for Settings {
             host: "127.0.0.1".into(),
             port: 8080,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            batch: audio_engine::lfm2_audio::DEFAULT_MAX_BATCH,
             slots: 2,
             busy_timeout_ms: 300_000,
             max_queue: 64,
@@ -246,6 +254,7 @@ impl Settings {
             host: cli.host.clone().or(file.host).unwrap_or(d.host),
             port: cli.port.or(file.port).unwrap_or(d.port),
             threads: cli.threads.or(file.threads).unwrap_or(d.threads).max(1),
+            batch: cli.batch.or(file.batch).unwrap_or(d.batch).clamp(1, 64),
             slots: cli.slots.or(file.slots).unwrap_or(d.slots).clamp(1, 64),
             busy_timeout_ms: cli
                 .busy_timeout_ms

@@ -117,6 +117,7 @@ impl AppState {
 pub fn load_model(path: Option<&Path>, settings: &Settings) -> anyhow::Result<Lfm2Audio> {
     let opts = ModelOptions {
         n_threads: settings.threads,
+        max_batch: settings.batch,
         max_audio_seconds: settings.max_audio_seconds,
         ..ModelOptions::default()
     };
@@ -331,6 +332,7 @@ async fn models(
                 "active_slots": e.pool.active(),
                 "queued_requests": e.pool.queued(),
                 "max_parallel_slots": e.pool.size(),
+                "max_batch": e.pool.model().options().max_batch,
                 "language": e.language,
             });
             if with_opts {
@@ -360,14 +362,13 @@ async fn metrics_route(State(s): State<Arc<AppState>>) -> Response {
                 true
             }
         })
-        .map(|e| {
-            (
-                e.pool.model().label().to_owned(),
-                e.pool.size(),
-                e.pool.active(),
-                e.pool.queued(),
-                e.pool.affinity_hits.load(Ordering::Relaxed),
-            )
+        .map(|e| metrics::PoolGauges {
+            model: e.pool.model().label().to_owned(),
+            size: e.pool.size(),
+            active: e.pool.active(),
+            queued: e.pool.queued(),
+            affinity_hits: e.pool.affinity_hits.load(Ordering::Relaxed),
+            steps: e.pool.model().step_stats(),
         })
         .collect();
     (

@@ -1,5 +1,6 @@
 //! Prometheus text metrics, kept by hand (a few counters and histograms).
 
+use audio_engine::lfm2_audio::TickStats;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,8 +49,21 @@ const SECONDS: &[f64] = &[
 ];
 const RATIOS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
 
-/// One pool's gauges: model label, sessions, leased, queued, affinity hits.
-pub type PoolGauges = (String, usize, usize, usize, u64);
+/// One pool's gauges.
+pub struct PoolGauges {
+    /// The model's label.
+    pub model: String,
+    /// Sessions in the pool.
+    pub size: usize,
+    /// Sessions leased.
+    pub active: usize,
+    /// Requests waiting for a session.
+    pub queued: usize,
+    /// Leases that got their conversation's session.
+    pub affinity_hits: u64,
+    /// The model's step scheduler: ticks and steps run, the widest tick.
+    pub steps: TickStats,
+}
 
 /// The server's metrics.
 pub struct Metrics {
@@ -86,7 +100,7 @@ impl Metrics {
         *r.entry((route.to_owned(), status)).or_default() += 1;
     }
 
-    /// The Prometheus text, with the pools' gauges (`(model, size, active, queued, hits)`).
+    /// The Prometheus text, with the pools' gauges.
     pub fn render(&self, pools: &[PoolGauges]) -> String {
         let mut out = String::new();
         out.push_str("# HELP serve_requests_total Requests by route and status.\n");
@@ -109,7 +123,7 @@ impl Metrics {
                      f: &dyn Fn(&PoolGauges) -> u64| {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for p in pools {
-                let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", p.0, f(p));
+                let _ = writeln!(out, "{name}{{model=\"{}\"}} {}", p.model, f(p));
             }
         };
         gauge(
@@ -117,28 +131,49 @@ impl Metrics {
             "serve_queue_depth",
             "Requests waiting for a session.",
             "gauge",
-            &|p| p.3 as u64,
+            &|p| p.queued as u64,
         );
         gauge(
             &mut out,
             "serve_sessions_active",
             "Sessions leased.",
             "gauge",
-            &|p| p.2 as u64,
+            &|p| p.active as u64,
         );
         gauge(
             &mut out,
             "serve_sessions",
             "Sessions in the pool.",
             "gauge",
-            &|p| p.1 as u64,
+            &|p| p.size as u64,
         );
         gauge(
             &mut out,
             "serve_affinity_hits_total",
             "Leases that got their conversation's session.",
             "counter",
-            &|p| p.4,
+            &|p| p.affinity_hits,
+        );
+        gauge(
+            &mut out,
+            "serve_step_ticks_total",
+            "Batched step graphs run (each runs the next step of up to --batch replies).",
+            "counter",
+            &|p| p.steps.ticks,
+        );
+        gauge(
+            &mut out,
+            "serve_steps_total",
+            "Reply steps run in those ticks.",
+            "counter",
+            &|p| p.steps.steps,
+        );
+        gauge(
+            &mut out,
+            "serve_step_tick_widest",
+            "The most steps one tick has run.",
+            "gauge",
+            &|p| p.steps.max_width as u64,
         );
         let counter = |out: &mut String, name: &str, help: &str, v: &AtomicU64| {
             let _ = writeln!(

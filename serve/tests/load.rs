@@ -149,6 +149,17 @@ async fn eight_clients_five_turns_then_overload() {
         percentile(&mut ttfa, 0.95),
         ttfa.len(),
     );
+    // The two slots' replies ran their steps in shared ticks (the model's step scheduler).
+    let m = get_text(&reqwest::Client::new(), &url(&srv, "/metrics")).await;
+    let widest = m
+        .lines()
+        .find(|l| l.starts_with("serve_step_tick_widest{"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse::<u64>().ok());
+    assert!(
+        matches!(widest, Some(2..)),
+        "no tick ran two replies' steps:\n{m}"
+    );
     srv.shutdown().await.unwrap();
 
     // Overload: 2 sessions, 2 waiting at most for 50 ms; 16 at once.
