@@ -46,6 +46,15 @@ AUDIOCPP_API audiocpp_status lfm2e_session_cache_figures(const audiocpp_session 
                                                          size_t * out_resumed_prefill_steps,
                                                          size_t * out_reused_questions);
 
+/* What the model's step scheduler has run: the sessions' single-position steps are batched
+ * across sessions, each tick computing the next step of up to max_batch (8) running replies as
+ * one graph; a reply's bytes do not depend on its company. out_ticks: ticks run; out_steps:
+ * steps run in them; out_widest: the most steps one tick ran. May be called while sessions
+ * run. Outs optional. AUDIOCPP_ERR_INVALID_ARGUMENT for NULL. */
+AUDIOCPP_API audiocpp_status lfm2e_model_step_stats(const audiocpp_model * model,
+                                                    uint64_t * out_ticks, uint64_t * out_steps,
+                                                    size_t * out_widest);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
 use audio_engine::lfm2_audio::{
     AsrOptions, EngineError, Job as EngineJob, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions,
-    S2sRequest, Session, SessionOptions, StopReason, TtsJob as EngineTtsJob, TtsOptions, Voice,
+    S2sRequest, Session, SessionOptions, StopReason, TickStats, TtsJob as EngineTtsJob, TtsOptions,
+    Voice,
 };
 use audio_engine::lfm2_audio::{
     AudioInput, ModelPackage, PackagePaths, Quant, ReadOptions, SamplerConfig, DEFAULT_MAX_SECONDS,
@@ -149,6 +150,11 @@ impl Model {
             model: self.model.clone(),
             threads: threads.max(1),
         }
+    }
+
+    /// What the model's step scheduler has run: ticks, steps, the widest tick.
+    pub fn step_stats(&self) -> TickStats {
+        self.model.step_stats()
     }
 
     /// A session without conversation caches, for one-shot tasks on this model's threads.

@@ -199,6 +199,11 @@ impl ModelInner {
         &all[scope as usize]
     }
 
+    /// What the model's step scheduler has run (its sessions' steps, batched).
+    pub fn step_stats(&self) -> audio_engine::lfm2_audio::TickStats {
+        self.engine.step_stats()
+    }
+
     /// The engine for sessions of `threads` threads.
     pub fn engine(&self, threads: usize) -> AbiResult<engine::Model> {
         // why: sessions share the one copy of the weights; only the compute threads differ.

@@ -255,8 +255,10 @@ fn handles_are_freed_in_any_order() {
 }
 
 #[test]
-fn two_sessions_at_once_give_what_each_gives_alone() {
-    run_case("threads", &[]);
+fn two_sessions_at_once_give_what_each_gives_alone_with_their_steps_in_shared_ticks() {
+    let (_, o) = run_case("threads", &[]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(stdout.contains("step ticks: "), "{stdout}");
 }
 
 #[test]

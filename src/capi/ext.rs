@@ -2,7 +2,7 @@
 
 use std::ffi::c_int;
 
-use super::{audiocpp_session, audiocpp_status};
+use super::{audiocpp_model, audiocpp_session, audiocpp_status};
 use crate::ptr;
 use crate::status::{guard, guard_value, Status};
 
@@ -50,6 +50,31 @@ pub unsafe extern "C" fn lfm2e_session_cache_figures(
             let (resumed, reused) = ptr::handle(session, "session")?.figures();
             ptr::write(out_resumed_prefill_steps, resumed);
             ptr::write(out_reused_questions, reused);
+        }
+        Ok(())
+    })
+}
+
+/// What the model's step scheduler has run: batched step graphs (ticks), the reply steps they
+/// ran, and the most steps one tick ran.
+///
+/// # Safety
+/// See `crate::ptr` for the pointer contract; may be called while the model's sessions run.
+#[no_mangle]
+pub unsafe extern "C" fn lfm2e_model_step_stats(
+    model: *const audiocpp_model,
+    out_ticks: *mut u64,
+    out_steps: *mut u64,
+    out_widest: *mut usize,
+) -> audiocpp_status {
+    guard(Status::Runtime, || {
+        // SAFETY: a live model or NULL; out-parameters NULL or writable. The statistics are
+        // read under the scheduler's own lock, so sessions running meanwhile are not disturbed.
+        unsafe {
+            let stats = ptr::handle(model, "model")?.0.step_stats();
+            ptr::write(out_ticks, stats.ticks);
+            ptr::write(out_steps, stats.steps);
+            ptr::write(out_widest, stats.max_width);
         }
         Ok(())
     })

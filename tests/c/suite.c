@@ -1290,6 +1290,15 @@ static void case_threads(void) {
         free_job(&together[i]);
     }
     printf("two sessions at once gave what each gives alone\n");
+    /* Their steps ran through the model's step scheduler, batched in shared ticks. */
+    uint64_t ticks = 0, steps_run = 0;
+    size_t widest = 0;
+    OK(lfm2e_model_step_stats(m, &ticks, &steps_run, &widest));
+    CHECK(ticks > 0 && steps_run >= ticks && widest >= 2);
+    printf("step ticks: %llu ran %llu steps, widest %zu\n", (unsigned long long) ticks,
+           (unsigned long long) steps_run, widest);
+    OK(lfm2e_model_step_stats(m, NULL, NULL, NULL));
+    CHECK(lfm2e_model_step_stats(NULL, &ticks, NULL, NULL) == AUDIOCPP_ERR_INVALID_ARGUMENT);
     audiocpp_request_free(r0);
     audiocpp_request_free(r1);
     free(q0.samples);
