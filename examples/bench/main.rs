@@ -39,6 +39,7 @@
 mod common;
 mod encoder;
 mod floor;
+mod sweep;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -86,6 +87,14 @@ struct Args {
     /// Sessions running the same conversation side by side, one thread each driving it.
     #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=16))]
     sessions: u32,
+    /// Session counts to sweep (e.g. `1,2,4,8`): per count, that many staggered streamed
+    /// conversations at once, with the batched-step and llama.cpp parallel-decode anchors
+    /// (see `examples/bench/sweep.rs`); replaces the per-turn tables.
+    #[arg(long, value_delimiter = ',', value_parser = value_parser!(u32).range(1..=16))]
+    sweep: Vec<u32>,
+    /// Seconds between the starts of the sweep's sessions.
+    #[arg(long, default_value_t = 1.5)]
+    stagger: f64,
     /// Keep one core busy (a child process spinning) during the whole run.
     #[arg(long)]
     load_core: bool,
@@ -141,6 +150,12 @@ struct Args {
     /// (internal) Run the llama.cpp measurement on this backbone file and print it as JSON.
     #[arg(long, hide = true)]
     llama_child: Option<PathBuf>,
+    /// (internal) Time the batched backbone step at the `--sweep` widths on this file.
+    #[arg(long, hide = true)]
+    steps_child: Option<PathBuf>,
+    /// (internal) Time llama.cpp's parallel decode at the `--sweep` widths on this file.
+    #[arg(long, hide = true)]
+    llama_parallel_child: Option<PathBuf>,
     /// (internal) Prompt lengths for `--llama-child`.
     #[arg(long, hide = true, value_delimiter = ',')]
     lengths: Vec<u32>,
@@ -784,6 +799,12 @@ fn main() -> Result<()> {
     if let Some(backbone) = &a.llama_child {
         return llama_child(&a, backbone);
     }
+    if let Some(backbone) = &a.steps_child {
+        return sweep::steps_child(&a, backbone);
+    }
+    if let Some(backbone) = &a.llama_parallel_child {
+        return sweep::llama_parallel_child(&a, backbone);
+    }
     if let Some(dir) = &a.write_package {
         return ensure_full_package(dir, a.quant).map(|_| ());
     }
@@ -884,6 +905,9 @@ fn main() -> Result<()> {
     let questions: Vec<Vec<u8>> = (0..a.turns as usize)
         .map(|t| question_wav(t, a.question_seconds))
         .collect();
+    if !a.sweep.is_empty() {
+        return sweep::run(&a, &model, &backbone, &questions);
+    }
 
     let mut ours: Vec<OursRound> = Vec::new();
     let mut llama: Vec<LlamaRun> = Vec::new();
