@@ -17,4 +17,5 @@ pub mod hub;
 pub mod load_error;
 pub mod nn;
 pub mod package;
+pub mod ticks;
 pub mod weights;
