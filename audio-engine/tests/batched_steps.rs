@@ -2,7 +2,10 @@
 //! (`Backbone::forward_steps`) give each sequence the bits it gets alone
 //! (`Backbone::forward` with one position), for every weight type, at one and two threads,
 //! with text, audio-in and audio-out positions mixed in one batch and sequences of different
-//! lengths; and a batch whose step is bad fails without moving any cache.
+//! lengths; and a batch whose step is bad fails without moving any cache. Likewise the
+//! depthformer's frames of several replies computed together (`Depthformer::frames`) equal
+//! each reply's frames alone (`DepthSession::frame`), a reply whose frame fails
+//! included.
 
 mod common;
 
@@ -12,7 +15,9 @@ use audio_engine::lfm2_audio::internals::backbone::{
     Rows, Step,
 };
 use audio_engine::lfm2_audio::internals::backbone_config::Lfm2Backbone;
-use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::depthformer::{DepthError, Depthformer, FrameJob};
+use audio_engine::lfm2_audio::internals::package::{ModelPackage, Quant};
+use audio_engine::lfm2_audio::internals::sampling::{AudioSampler, SamplerConfig};
 use audio_engine::lfm2_audio::internals::weights::WeightFile;
 
 use common::package::package;
@@ -185,4 +190,89 @@ fn a_bad_step_fails_the_batch_before_any_cache_moves() {
     assert!(bb.check_step(&caches[1], &Position::Text(vocab)).is_err());
     assert!(bb.check_step(&caches[0], &Position::Text(1)).is_ok());
     assert_eq!(caches.iter().map(|c| c.len()).collect::<Vec<_>>(), lens);
+}
+
+fn sampler(seed: u64) -> AudioSampler {
+    AudioSampler::new(SamplerConfig {
+        temperature: 1.0,
+        top_k: 0,
+        seed,
+    })
+}
+
+#[test]
+fn batched_frames_give_each_reply_its_frames_alone() {
+    for q in QUANTS {
+        for threads in [1, 2] {
+            let be = Backend::cpu().unwrap();
+            be.set_n_threads(threads).unwrap();
+            let pkg = ModelPackage::open_paths(package(q)).unwrap();
+            let d = Depthformer::load(&pkg.vocoder, &be).unwrap();
+            let h = d.config().backbone_embd as usize;
+            let replies = 3;
+            let frames = 5;
+            let mut rng = Lcg(17);
+            // Frame f of reply r; reply 1's frame 2 is not finite (it fails, alone and in the
+            // batch, and the others' frames are unchanged).
+            let hidden: Vec<Vec<Vec<f32>>> = (0..replies)
+                .map(|r| {
+                    (0..frames)
+                        .map(|f| {
+                            let mut v: Vec<f32> = (0..h).map(|_| rng.unit() * 4.0).collect();
+                            if (r, f) == (1, 2) {
+                                v[0] = f32::NAN;
+                            }
+                            v
+                        })
+                        .collect()
+                })
+                .collect();
+            let show = |r: &Result<Vec<u32>, DepthError>| match r {
+                Ok(c) => format!("{c:?}"),
+                Err(e) => format!("error: {e}"),
+            };
+
+            let mut alone = Vec::new();
+            for (r, frames_of) in hidden.iter().enumerate() {
+                let mut scratch = d.new_scratch().unwrap();
+                let mut session = d.session(&mut scratch).unwrap();
+                let mut s = sampler(r as u64 + 3);
+                let out: Vec<String> = frames_of
+                    .iter()
+                    .map(|hd| show(&session.frame(hd, &mut s)))
+                    .collect();
+                alone.push(out);
+            }
+
+            let compute = BatchCompute::new(be.new_instance().unwrap()).unwrap();
+            compute.backend().set_n_threads(threads).unwrap();
+            let rows: Vec<_> = (0..replies)
+                .map(|_| d.new_frame_rows(compute.backend()).unwrap())
+                .collect();
+            let mut samplers: Vec<AudioSampler> =
+                (0..replies).map(|r| sampler(r as u64 + 3)).collect();
+            let mut eoa = 0;
+            for f in 0..frames {
+                let mut jobs: Vec<FrameJob<'_>> = samplers
+                    .iter_mut()
+                    .enumerate()
+                    .map(|(r, s)| FrameJob {
+                        rows: &rows[r],
+                        hidden: &hidden[r][f],
+                        sampler: s,
+                    })
+                    .collect();
+                let out = d.frames(&compute, &mut jobs);
+                for (r, o) in out.iter().enumerate() {
+                    eoa += usize::from(matches!(o, Ok(c) if c[0] == d.end_of_audio()));
+                    assert_eq!(
+                        show(o),
+                        alone[r][f],
+                        "{q:?}, {threads} threads: reply {r} frame {f}"
+                    );
+                }
+            }
+            println!("{q:?}, {threads} threads: {replies} replies x {frames} frames identical ({eoa} end-of-audio)");
+        }
+    }
 }

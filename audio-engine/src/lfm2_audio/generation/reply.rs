@@ -16,6 +16,8 @@ use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::scheduler::{OwnedPosition, StepFailed, StepMember};
 use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position};
+use crate::lfm2_audio::model::depthformer::scheduler::FrameMember;
+use crate::lfm2_audio::model::depthformer::FrameRows;
 use crate::lfm2_audio::model::engine::{prefill_blocks, Lfm2Audio};
 use crate::lfm2_audio::text::prompt::Prompt;
 
@@ -243,20 +245,15 @@ impl Lfm2Audio {
         // Generation.
         let t_gen = Instant::now();
         let mut text_sampler = AudioSampler::new(opts.text);
-        let mut audio_sampler = AudioSampler::new(opts.audio);
         // why: a text-only schedule (ASR) never makes a frame, so it skips the audio state.
         let speaks = schedule.speaks();
         let mut frame_threads = match speaks {
             true => Some(self.frame_threads(backend)?),
             false => None,
         };
-        let mut scratch = match &frame_threads {
-            Some(f) => Some(self.depthformer().new_scratch_on(f.backend())?),
-            None => None,
-        };
-        let mut depth = match scratch.as_mut() {
-            Some(s) => Some(self.depthformer().session(s)?),
-            None => None,
+        let mut framer = match speaks {
+            true => Some(Framer::new(self, backend, AudioSampler::new(opts.audio))?),
+            false => None,
         };
         let mut detok = frame_threads
             .as_ref()
@@ -316,17 +313,18 @@ impl Lfm2Audio {
                     }
                 }
                 Modality::Audio => {
-                    let (Some(depth), Some(detok), Some(threads)) =
-                        (depth.as_mut(), detok.as_mut(), frame_threads.as_mut())
+                    let (Some(framer), Some(detok), Some(threads)) =
+                        (framer.as_mut(), detok.as_mut(), frame_threads.as_mut())
                     else {
                         return Err(EngineError::Invariant(
                             "a text-only schedule asked for a frame".into(),
                         ));
                     };
                     threads.before_frame()?;
-                    let t_depth = Instant::now();
-                    let codes = depth.frame(&last.hidden, &mut audio_sampler)?;
-                    let mut graphs = t_depth.elapsed();
+                    let codes = framer.frame(&last.hidden)?;
+                    // why only the detokenizer: the frame policy sets the threads of its graphs;
+                    // the depthformer's frames run in the model's frame ticks.
+                    let mut graphs = Duration::ZERO;
                     result.timings.steps.depthformer.push(t_step.elapsed());
                     let codes = schedule.frame(codes);
                     // why: a frame holding the end-of-audio code carries no audio; in codebook 0
@@ -425,6 +423,43 @@ impl<'m> Stepper<'m> {
                 Err(error.into())
             }
         }
+    }
+}
+
+/// The reply's depthformer state (its frame rows and audio sampler), lent to the model's frame
+/// scheduler for each frame; the reply is a member of the frame ticks while this lives.
+struct Framer<'m> {
+    model: &'m Lfm2Audio,
+    state: Option<(FrameRows, AudioSampler)>,
+    _member: FrameMember,
+}
+
+impl<'m> Framer<'m> {
+    fn new(
+        model: &'m Lfm2Audio,
+        backend: &crate::ggml::Backend,
+        sampler: AudioSampler,
+    ) -> Result<Framer<'m>, EngineError> {
+        let rows = model.depthformer().new_frame_rows(backend)?;
+        Ok(Framer {
+            model,
+            state: Some((rows, sampler)),
+            _member: model.frame_scheduler().join(),
+        })
+    }
+
+    /// The frame of the backbone's final-norm `hidden` state, in the scheduler's next tick.
+    fn frame(&mut self, hidden: &[f32]) -> Result<Vec<u32>, EngineError> {
+        let (rows, sampler) = self.state.take().ok_or_else(|| {
+            EngineError::Invariant("the frame state was lost by a failed frame".into())
+        })?;
+        let depth = self.model.depthformer();
+        let done = self
+            .model
+            .frame_scheduler()
+            .frame(depth, rows, hidden.to_vec(), sampler);
+        self.state = Some((done.rows, done.sampler));
+        Ok(done.codes?)
     }
 }
 

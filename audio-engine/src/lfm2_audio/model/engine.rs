@@ -18,6 +18,7 @@ use super::backbone::scheduler::{StepScheduler, TickStats};
 use super::backbone::{
     AudioCodeTable, Backbone, BackboneError, DecodeCache, ForwardOutput, Position, Rows,
 };
+use super::depthformer::scheduler::FrameScheduler;
 use super::depthformer::Depthformer;
 use super::detokenizer::Detokenizer;
 use super::encoder::AudioEncoder;
@@ -125,6 +126,8 @@ struct Inner {
     backbone: Backbone,
     /// Batches the single-position backbone steps of every reply on this model.
     steps: Arc<StepScheduler>,
+    /// Batches the depthformer frames of every speaking reply on this model.
+    frames: Arc<FrameScheduler>,
     encoder: AudioEncoder,
     depth: Depthformer,
     detok: Detokenizer,
@@ -176,20 +179,31 @@ impl std::fmt::Debug for Lfm2Audio {
     }
 }
 
-/// The model's step scheduler, computing on an instance of `backend` with the step threads.
-fn step_scheduler(
+/// The model's step and frame schedulers, each computing on an instance of `backend` with
+/// its thread count ([`ModelOptions::step_threads`], [`ModelOptions::frame_threads`]; 0:
+/// `n_threads`).
+fn schedulers(
     backend: &Backend,
     options: &ModelOptions,
-) -> Result<StepScheduler, BackboneError> {
-    let b = backend.new_instance()?;
-    if b.is_cpu() {
-        let n = match options.step_threads {
-            0 => options.n_threads,
-            n => n,
-        };
-        b.set_n_threads(n.max(1))?;
-    }
-    StepScheduler::new(b, options.max_batch)
+) -> Result<(Arc<StepScheduler>, Arc<FrameScheduler>), BackboneError> {
+    let instance = |fixed: usize| -> Result<Backend, BackboneError> {
+        let b = backend.new_instance()?;
+        if b.is_cpu() {
+            let n = if fixed == 0 { options.n_threads } else { fixed };
+            b.set_n_threads(n.max(1))?;
+        }
+        Ok(b)
+    };
+    Ok((
+        Arc::new(StepScheduler::new(
+            instance(options.step_threads)?,
+            options.max_batch,
+        )?),
+        Arc::new(FrameScheduler::new(
+            instance(options.frame_threads)?,
+            options.max_batch,
+        )?),
+    ))
 }
 
 fn backend_err(file: &Path) -> impl Fn(GgmlError) -> LoadError + '_ {
@@ -276,16 +290,15 @@ impl Lfm2Audio {
         let table = WeightFile::load_filtered(mmproj_again, &backend, |n| n == AUDIO_CODE_TABLE)?;
         let table = AudioCodeTable::new(table, AUDIO_CODE_TABLE, codebooks, hidden)?;
         backbone.set_audio_codes(table);
-        let steps =
-            Arc::new(
-                step_scheduler(&backend, &options).map_err(|e| LoadError::Backend {
-                    file: mmproj_path.clone(),
-                    source: match e {
-                        BackboneError::Ggml(g) => g,
-                        other => GgmlError::arg("step scheduler", other.to_string()),
-                    },
-                })?,
-            );
+        // why the vocoder file in the error: the schedulers compute the depthformer's frames
+        // too, and a failure here is the backend's, not one file's.
+        let (steps, frames) = schedulers(&backend, &options).map_err(|e| LoadError::Backend {
+            file: mmproj_path.clone(),
+            source: match e {
+                BackboneError::Ggml(g) => g,
+                other => GgmlError::arg("schedulers", other.to_string()),
+            },
+        })?;
         let enc_weights =
             WeightFile::load_filtered(package.mmproj, &backend, |n| n != AUDIO_CODE_TABLE)?;
         let encoder = AudioEncoder::load(enc_weights)?;
@@ -301,6 +314,7 @@ impl Lfm2Audio {
                 codebooks,
                 backbone,
                 steps,
+                frames,
                 encoder,
                 depth,
                 detok,
@@ -442,6 +456,16 @@ impl Lfm2Audio {
     /// What the step scheduler has run so far: ticks, steps, the widest tick.
     pub fn step_stats(&self) -> TickStats {
         self.inner.steps.stats()
+    }
+
+    /// The scheduler that batches the depthformer frames of this model's replies.
+    pub(crate) fn frame_scheduler(&self) -> &Arc<FrameScheduler> {
+        &self.inner.frames
+    }
+
+    /// What the frame scheduler has run so far: ticks, frames, the widest tick.
+    pub fn frame_stats(&self) -> TickStats {
+        self.inner.frames.stats()
     }
 
     /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,

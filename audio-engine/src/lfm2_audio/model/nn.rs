@@ -220,6 +220,15 @@ impl<'a> Qkv<'a> {
     }
 }
 
+/// The columns `[d, 1]` side by side, `[d, n]` (the one column itself when `n` is 1).
+pub fn side_by_side<'a>(ctx: &'a Context, columns: &[Tensor<'a>]) -> G<Tensor<'a>> {
+    let (first, rest) = columns
+        .split_first()
+        .ok_or_else(|| GgmlError::arg("side_by_side", "no columns"))?;
+    rest.iter()
+        .try_fold(*first, |out, &c| ctx.concat(out, c, 1))
+}
+
 /// Column `i` of a 2-D `t` (`[rows, n]` -> `[rows, 1]`, a view).
 pub fn column<'a>(ctx: &'a Context, t: Tensor<'a>, i: usize) -> G<Tensor<'a>> {
     ctx.view_2d(t, t.ne()[0], 1, t.nb()[1], i * t.nb()[1])

@@ -10,7 +10,7 @@
 
 use crate::ggml::{Backend, Context, GgmlType, GraphAllocator, Tensor};
 
-use super::super::nn::{column, input, AttentionInputs, KvRows};
+use super::super::nn::{column, input, side_by_side, AttentionInputs, KvRows};
 use super::cache::{DecodeCache, LayerSlot};
 use super::config::Mixer;
 use super::graph::{
@@ -52,9 +52,13 @@ impl BatchCompute {
     }
 
     /// The backend the batches compute on.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn backend(&self) -> &Backend {
         &self.backend
+    }
+
+    /// Allocates `g`'s intermediate tensors in the batches' graph memory.
+    pub(crate) fn alloc_graph(&self, g: &crate::ggml::Graph<'_>) -> R<()> {
+        Ok(self.alloc.alloc_graph(g)?)
     }
 }
 
@@ -204,13 +208,4 @@ impl Backbone {
             })
             .collect())
     }
-}
-
-/// The columns `[d, 1]` side by side, `[d, n]` (the one column itself when `n` is 1).
-fn side_by_side<'a>(ctx: &'a Context, columns: &[Tensor<'a>]) -> R<Tensor<'a>> {
-    let mut out = columns[0];
-    for &c in &columns[1..] {
-        out = ctx.concat(out, c, 1)?;
-    }
-    Ok(out)
 }

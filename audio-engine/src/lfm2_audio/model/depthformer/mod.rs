@@ -58,6 +58,11 @@ use super::weights::{display_path, open_gguf, Role, VarBuilder, WeightFile};
 use crate::lfm2_audio::generation::sampling::{AudioSampler, SampleError};
 use crate::lfm2_audio::model::package::Vocoder;
 
+mod batch;
+pub mod scheduler;
+
+pub use batch::{FrameJob, FrameRows};
+
 /// liquid-audio's depthformer RoPE base (`MHA(theta=1_000_000.0)`).
 pub const DEFAULT_ROPE_THETA: f32 = 1_000_000.0;
 /// liquid-audio's depthformer RMSNorm epsilon (`norm_eps=1e-5` of every norm it uses).
@@ -98,6 +103,12 @@ pub enum DepthError {
     /// ggml rejected an operation or failed to compute.
     #[error(transparent)]
     Ggml(#[from] GgmlError),
+    /// The batched frame step this frame ran in failed (every frame of it gets the cause).
+    #[error("the batched frame failed: {0}")]
+    Batch(#[source] std::sync::Arc<DepthError>),
+    /// A batched step of the backbone's batch memory failed.
+    #[error(transparent)]
+    Backbone(#[from] super::backbone::BackboneError),
 }
 
 type R<T> = Result<T, DepthError>;
@@ -385,6 +396,7 @@ impl Depthformer {
 
     /// A session whose step graphs are built once (on first use) and re-run for every frame.
     /// `scratch` (from [`Depthformer::new_scratch`]) serves one session only.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn session<'a>(&'a self, scratch: &'a mut DepthScratch) -> R<DepthSession<'a>> {
         if scratch.used {
             return Err(DepthError::ScratchUsed);
@@ -489,6 +501,7 @@ impl std::fmt::Debug for DepthSession<'_> {
 
 impl DepthSession<'_> {
     /// As [`Depthformer::frame`], re-running the session's graphs.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn frame(&mut self, hidden: &[f32], sampler: &mut AudioSampler) -> R<Vec<u32>> {
         self.runner.run(hidden, Feed::Sample(sampler))
     }
