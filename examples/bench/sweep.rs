@@ -6,7 +6,8 @@
 //! p50/p95), the newcomer's (the last session's first turn, started while the others run),
 //! the median text step a stream saw, the step ticks' mean width, the longest gap between two
 //! audio events of a running stream while another session's turn was before its first audio
-//! (prefilling), and the peak RSS over the model's.
+//! (prefilling) and the longest otherwise (a reply's text steps between its audio blocks make
+//! gaps of their own), and the peak RSS over the model's.
 //!
 //! The anchors run in child processes (their memory and threads stay out of ours): the batched
 //! backbone step alone (`Backbone::forward_steps` at widths N, no scheduler) and llama.cpp's
@@ -136,6 +137,7 @@ struct Point {
     text_step: f64,
     mean_width: f64,
     gap_in_prefill: f64,
+    gap_elsewhere: f64,
     peak_rss_over_model: u64,
     digests: Vec<Vec<u64>>,
 }
@@ -149,8 +151,9 @@ fn percentile(v: &[f64], p: f64) -> f64 {
 }
 
 /// The longest gap between two audio events of a turn that overlaps another session's turn
-/// before its first audio (that session prefilling).
-fn gap_in_prefill(sessions: &[Vec<TurnTrace>]) -> f64 {
+/// before its first audio (that session prefilling), and the longest that does not (the
+/// reply's own text steps between its audio blocks make gaps too).
+fn gaps(sessions: &[Vec<TurnTrace>]) -> (f64, f64) {
     let windows: Vec<(usize, f64, f64)> = sessions
         .iter()
         .enumerate()
@@ -160,7 +163,7 @@ fn gap_in_prefill(sessions: &[Vec<TurnTrace>]) -> f64 {
                 .map(move |t| (s, t.start, t.first_audio.unwrap_or(t.start)))
         })
         .collect();
-    let mut worst: f64 = 0.0;
+    let (mut during, mut elsewhere): (f64, f64) = (0.0, 0.0);
     for (s, turns) in sessions.iter().enumerate() {
         for t in turns {
             for w in t.audio_events.windows(2) {
@@ -169,12 +172,14 @@ fn gap_in_prefill(sessions: &[Vec<TurnTrace>]) -> f64 {
                     .iter()
                     .any(|&(o, ws, we)| o != s && ws < b && a < we);
                 if overlaps {
-                    worst = worst.max(b - a);
+                    during = during.max(b - a);
+                } else {
+                    elsewhere = elsewhere.max(b - a);
                 }
             }
         }
     }
-    worst
+    (during, elsewhere)
 }
 
 fn run_point(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>], n: usize) -> Result<Point> {
@@ -219,6 +224,7 @@ fn run_point(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>], n: usize) -> Re
         .collect();
     let newcomer = &sessions[n - 1][0];
     let ticks = after.ticks - before.ticks;
+    let (gap_in_prefill, gap_elsewhere) = gaps(&sessions);
     Ok(Point {
         n,
         wall,
@@ -234,7 +240,8 @@ fn run_point(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>], n: usize) -> Re
         text_step: median(&all.iter().filter_map(|t| t.text_step).collect::<Vec<_>>())
             .unwrap_or(f64::NAN),
         mean_width: (after.steps - before.steps) as f64 / ticks.max(1) as f64,
-        gap_in_prefill: gap_in_prefill(&sessions),
+        gap_in_prefill,
+        gap_elsewhere,
         peak_rss_over_model: peak.load(Ordering::Relaxed).saturating_sub(rss_model),
         digests: sessions
             .iter()
@@ -409,17 +416,18 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
     );
     println!(
         "| N | audio s / wall s | vs N=1 | stream RTF (median) | TTFA p50 ms | TTFA p95 ms | \
-         newcomer TTFA ms | text step ms (stream) | tick width | longest gap in a prefill ms | \
+         newcomer TTFA ms | text step ms (stream) | tick width | longest audio gap in a prefill ms | \
+         longest audio gap otherwise ms | \
          peak RSS over model MiB | batched step ms | vs N=1 | llama.cpp N-seq step ms | ours / llama.cpp |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut rows = Vec::new();
     for p in &points {
         let rate = p.audio / p.wall;
         let step = ours_steps.get(&p.n).copied().unwrap_or(f64::NAN);
         let llama = llama_steps.get(&p.n).copied().unwrap_or(f64::NAN);
         println!(
-            "| {} | {:.3} | {:.2}x | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.0} | {:.0} | \
+            "| {} | {:.3} | {:.2}x | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0} | \
              {:.1} | {:.2}x | {:.1} | {:.2}x |",
             p.n,
             rate,
@@ -431,6 +439,7 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
             p.text_step * 1e3,
             p.mean_width,
             p.gap_in_prefill * 1e3,
+            p.gap_elsewhere * 1e3,
             mib(p.peak_rss_over_model),
             step * 1e3,
             step / one_step,
@@ -442,7 +451,8 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
             "rtf_median": median(&p.rtf), "ttfa_p50_s": percentile(&p.ttfa, 0.5),
             "ttfa_p95_s": percentile(&p.ttfa, 0.95), "newcomer_ttfa_s": p.newcomer_ttfa,
             "text_step_s": p.text_step, "tick_width": p.mean_width,
-            "gap_in_prefill_s": p.gap_in_prefill, "peak_rss_over_model": p.peak_rss_over_model,
+            "gap_in_prefill_s": p.gap_in_prefill, "gap_elsewhere_s": p.gap_elsewhere,
+            "peak_rss_over_model": p.peak_rss_over_model,
             "batched_step_s": step, "llama_parallel_step_s": llama}),
         );
     }

@@ -164,6 +164,8 @@ pub struct Backend {
     inner: Arc<BackendInner>,
     /// Whether weight stores loaded for this handle use the CPU's extra buffer types.
     repack: bool,
+    /// Whether this handle's computes are a running reply's (see [`ThreadBudget`]'s streams).
+    stream_priority: bool,
 }
 
 /// Whether weights are repacked unless a backend handle says otherwise
@@ -318,7 +320,16 @@ impl Backend {
                 budget: Mutex::new(None),
             }),
             repack: repack_by_default(),
+            stream_priority: false,
         })
+    }
+
+    /// This handle with its computes marked as a running reply's (or not): under a thread
+    /// budget they are served before other computes, which hold at most half the budget while
+    /// replies stream (see [`ThreadBudget`]). Other clones keep their setting.
+    pub fn with_stream_priority(mut self, on: bool) -> Backend {
+        self.stream_priority = on;
+        self
     }
 
     /// This handle with weight repacking turned on or off: a CPU backend with it on places each
@@ -534,7 +545,7 @@ impl Backend {
         // why before the lock: a compute waiting for threads must not block this handle's
         // other calls.
         let permit = match self.thread_budget() {
-            Some(b) if self.inner.is_cpu => Some(b.acquire(set)),
+            Some(b) if self.inner.is_cpu => Some(b.acquire(set, self.stream_priority)),
             _ => None,
         };
         let raw = self.lock();

@@ -36,5 +36,5 @@ pub use log::{set_log_callback, LogLevel};
 pub use mapped_file::MappedFile;
 pub use ops::{GluOp, Precision, RopeMode, RopeParams, UnaryOp};
 pub use tensor::Tensor;
-pub use thread_budget::{ThreadBudget, ThreadBudgetStats};
+pub use thread_budget::{StreamGuard, ThreadBudget, ThreadBudgetStats};
 pub use weights::{LoadOptions, Param, Placement, TensorSpec, WeightStore};

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use super::sampling::{AudioSampler, SamplerConfig};
 use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
+use crate::ggml::StreamGuard;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::scheduler::{OwnedPosition, StepFailed, StepMember};
 use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position};
@@ -391,6 +392,8 @@ struct Stepper<'m> {
     model: &'m Lfm2Audio,
     cache: Option<DecodeCache>,
     _member: StepMember,
+    /// The reply streams: prefills elsewhere leave it half the threads.
+    _stream: Option<StreamGuard>,
 }
 
 impl<'m> Stepper<'m> {
@@ -399,6 +402,7 @@ impl<'m> Stepper<'m> {
             model,
             cache: Some(cache),
             _member: model.step_scheduler().join(),
+            _stream: model.stream_guard(),
         }
     }
 

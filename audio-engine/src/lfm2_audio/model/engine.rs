@@ -12,7 +12,9 @@ use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::ggml::{Backend, GgmlError, GraphAllocator, ThreadBudget, ThreadBudgetStats};
+use crate::ggml::{
+    Backend, GgmlError, GraphAllocator, StreamGuard, ThreadBudget, ThreadBudgetStats,
+};
 
 use super::backbone::scheduler::{StepScheduler, TickStats};
 use super::backbone::{
@@ -187,7 +189,7 @@ fn schedulers(
     options: &ModelOptions,
 ) -> Result<(Arc<StepScheduler>, Arc<FrameScheduler>), BackboneError> {
     let instance = |fixed: usize| -> Result<Backend, BackboneError> {
-        let b = backend.new_instance()?;
+        let b = backend.new_instance()?.with_stream_priority(true);
         if b.is_cpu() {
             let n = if fixed == 0 { options.n_threads } else { fixed };
             b.set_n_threads(n.max(1))?;
@@ -440,8 +442,9 @@ impl Lfm2Audio {
             .n_threads()
             .unwrap_or(self.inner.options.n_threads)
             .max(1);
+        // why stream priority: the detokenizer's graphs are a running reply's.
         let b = if backend.is_cpu() {
-            backend.new_instance()?
+            backend.new_instance()?.with_stream_priority(true)
         } else {
             backend.clone()
         };
@@ -456,6 +459,12 @@ impl Lfm2Audio {
     /// What the step scheduler has run so far: ticks, steps, the widest tick.
     pub fn step_stats(&self) -> TickStats {
         self.inner.steps.stats()
+    }
+
+    /// Marks a reply generating until the guard is dropped: the model's other computes then
+    /// leave half the CPU threads to the running replies (see [`crate::ggml::thread_budget`]).
+    pub(crate) fn stream_guard(&self) -> Option<StreamGuard> {
+        self.inner.backend.thread_budget().map(|b| b.stream())
     }
 
     /// The scheduler that batches the depthformer frames of this model's replies.
