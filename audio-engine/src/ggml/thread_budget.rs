@@ -21,8 +21,9 @@
 //! Streams first: while a reply is generating (a [`StreamGuard`] is held), the computes of
 //! running replies (the batched step and frame ticks, the detokenizer: backends marked
 //! [`Backend::with_stream_priority`](super::Backend::with_stream_priority)) are served before
-//! any other waiter, and the other computes (prefills, encoders, prefill ahead) hold at most
-//! half the total between them (at least one thread). So a newcomer's prefill block never holds
+//! any other waiter and take the threads the other computes leave (not a share: a tick works
+//! for every reply in it), and the other computes (prefills, encoders, prefill ahead) hold at
+//! most half the total between them (at least one thread). So a newcomer's prefill block never holds
 //! every core: the running streams keep computing beside it, on the other half, and their audio
 //! gaps stay near one tick, not one prefill block; the newcomer's prefill takes longer instead.
 //! With one thread in all there is nothing to split and the rule only orders the waiters.
@@ -150,9 +151,14 @@ impl ThreadBudget {
     pub(crate) fn acquire(self: &Arc<Self>, want: usize, priority: bool) -> ThreadPermit {
         let mut s = self.lock();
         let clamp = |s: &State, share: usize| {
-            let cap = match priority || s.streams == 0 {
-                true => share,
-                false => share.min(self.background_cap()),
+            let cap = match (priority, s.streams) {
+                // why not the share: a running reply's compute is a batch tick doing the work
+                // of every reply in it (or a reply's small detokenizer graph); it takes what
+                // the other computes leave, so it neither waits for a prefill block nor
+                // computes on fewer threads than are free.
+                (true, _) => self.total.saturating_sub(s.background_in_use),
+                (false, 0) => share,
+                (false, _) => share.min(self.background_cap()),
             };
             want.clamp(1, cap.max(1))
         };

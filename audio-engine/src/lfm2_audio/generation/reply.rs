@@ -15,9 +15,9 @@ use super::sampling::{AudioSampler, SamplerConfig};
 use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
 use crate::ggml::StreamGuard;
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::backbone::scheduler::{OwnedPosition, StepFailed, StepMember};
+use crate::lfm2_audio::model::backbone::scheduler::{OwnedPosition, StepFailed, StepIntent};
 use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position};
-use crate::lfm2_audio::model::depthformer::scheduler::FrameMember;
+use crate::lfm2_audio::model::depthformer::scheduler::FrameIntent;
 use crate::lfm2_audio::model::depthformer::FrameRows;
 use crate::lfm2_audio::model::engine::{prefill_blocks, Lfm2Audio};
 use crate::lfm2_audio::text::prompt::Prompt;
@@ -285,6 +285,9 @@ impl Lfm2Audio {
             }
             iterations += 1;
             let t_step = Instant::now();
+            // why announce now: the ticks then wait for this reply's step (and frame) rather
+            // than run without it while it samples or runs its frame.
+            let step_intent = stepper.intend();
             let next_input = match schedule.next() {
                 Modality::Text => {
                     let logits = last.logits.as_deref().ok_or_else(|| {
@@ -322,7 +325,7 @@ impl Lfm2Audio {
                         ));
                     };
                     threads.before_frame()?;
-                    let codes = framer.frame(&last.hidden)?;
+                    let codes = framer.frame(framer.intend(), &last.hidden)?;
                     // why only the detokenizer: the frame policy sets the threads of its graphs;
                     // the depthformer's frames run in the model's frame ticks.
                     let mut graphs = Duration::ZERO;
@@ -352,7 +355,8 @@ impl Lfm2Audio {
                     };
                     let want_logits = schedule.next() == Modality::Text;
                     let t_backbone = Instant::now();
-                    last = stepper.step(OwnedPosition::Frame(codes.clone()), want_logits)?;
+                    let frame = OwnedPosition::Frame(codes.clone());
+                    last = stepper.step(step_intent, frame, want_logits)?;
                     result
                         .timings
                         .steps
@@ -365,7 +369,7 @@ impl Lfm2Audio {
                 break;
             }
             let want_logits = schedule.next() == Modality::Text;
-            last = stepper.step(next_input, want_logits)?;
+            last = stepper.step(step_intent, next_input, want_logits)?;
             result.timings.steps.text.push(t_step.elapsed());
         }
         let tail_text = pending.flush();
@@ -391,7 +395,6 @@ impl Lfm2Audio {
 struct Stepper<'m> {
     model: &'m Lfm2Audio,
     cache: Option<DecodeCache>,
-    _member: StepMember,
     /// The reply streams: prefills elsewhere leave it half the threads.
     _stream: Option<StreamGuard>,
 }
@@ -401,14 +404,19 @@ impl<'m> Stepper<'m> {
         Stepper {
             model,
             cache: Some(cache),
-            _member: model.step_scheduler().join(),
             _stream: model.stream_guard(),
         }
+    }
+
+    /// Announces the step this iteration will run (dropped unused when the reply ends first).
+    fn intend(&self) -> StepIntent {
+        self.model.step_scheduler().intend()
     }
 
     /// Runs `position` at the end of the cache in the scheduler's next tick.
     fn step(
         &mut self,
+        intent: StepIntent,
         position: OwnedPosition,
         logits: bool,
     ) -> Result<ForwardOutput, EngineError> {
@@ -416,7 +424,7 @@ impl<'m> Stepper<'m> {
             EngineError::Invariant("the decode cache was lost by a failed step".into())
         })?;
         let scheduler = self.model.step_scheduler();
-        match scheduler.step(self.model.backbone(), cache, position, logits) {
+        match scheduler.step(Some(intent), self.model.backbone(), cache, position, logits) {
             Ok((cache, out)) => {
                 self.cache = Some(cache);
                 Ok(out)
@@ -435,7 +443,6 @@ impl<'m> Stepper<'m> {
 struct Framer<'m> {
     model: &'m Lfm2Audio,
     state: Option<(FrameRows, AudioSampler)>,
-    _member: FrameMember,
 }
 
 impl<'m> Framer<'m> {
@@ -448,20 +455,24 @@ impl<'m> Framer<'m> {
         Ok(Framer {
             model,
             state: Some((rows, sampler)),
-            _member: model.frame_scheduler().join(),
         })
     }
 
+    /// Announces the frame this iteration will run.
+    fn intend(&self) -> FrameIntent {
+        self.model.frame_scheduler().intend()
+    }
+
     /// The frame of the backbone's final-norm `hidden` state, in the scheduler's next tick.
-    fn frame(&mut self, hidden: &[f32]) -> Result<Vec<u32>, EngineError> {
+    fn frame(&mut self, intent: FrameIntent, hidden: &[f32]) -> Result<Vec<u32>, EngineError> {
         let (rows, sampler) = self.state.take().ok_or_else(|| {
             EngineError::Invariant("the frame state was lost by a failed frame".into())
         })?;
         let depth = self.model.depthformer();
-        let done = self
-            .model
-            .frame_scheduler()
-            .frame(depth, rows, hidden.to_vec(), sampler);
+        let done =
+            self.model
+                .frame_scheduler()
+                .frame(Some(intent), depth, rows, hidden.to_vec(), sampler);
         self.state = Some((done.rows, done.sampler));
         Ok(done.codes?)
     }

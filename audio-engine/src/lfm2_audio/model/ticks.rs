@@ -2,24 +2,26 @@
 //! running (the backbone's decode steps and the depthformer's frames of every reply on a
 //! model; see [`backbone::scheduler`](super::backbone::scheduler)).
 //!
-//! Each thread that will post is a [`Member`] while it takes part. A poster waits for its
-//! result; the first poster that finds no tick running leads one: it waits until every member
-//! has posted or a short gathering time has passed, takes up to `max_batch` posted jobs in
-//! posting order, runs them as one batch without the lock, hands each its result and leaves;
-//! jobs posted meanwhile wait for the next tick. So a thread alone runs its jobs itself without
-//! waiting, and members join and leave between ticks.
+//! A thread says it will post before it does: it takes an [`Intent`] as soon as it knows
+//! (a reply, when it learns its next step is a frame; at the start of each step for its
+//! backbone step) and spends it on the post. A poster waits for its result; the first poster
+//! that finds no tick running leads one: it waits until every intent has been posted (at most
+//! [`MAX_GATHER`]), takes up to `max_batch` posted jobs in posting order, runs them as one batch
+//! without the lock, hands each its result and leaves; jobs posted meanwhile wait for the next
+//! tick. So a thread alone runs its jobs itself without waiting, and threads join and leave
+//! between ticks.
 //!
-//! The gathering time is half the last tick's run time (at most [`MAX_GATHER`]): a member
-//! still busy with other work that would post within it joins the tick rather than wait a
-//! whole tick for the next one, and one busy longer does not hold the others up for more.
+//! Why wait for intents: a reply that will post is busy with the rest of its step (sampling,
+//! a tick of the other kind, the detokenizer); waiting for it keeps the replies in step, so
+//! ticks stay wide. While a tick waits the machine is busy with that other work, so little is
+//! lost; the cap bounds what a reply held up elsewhere costs the others.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// The longest a tick waits for members that have not posted yet.
-pub const MAX_GATHER: Duration = Duration::from_millis(20);
+/// The longest a tick waits for intended posts.
+pub const MAX_GATHER: Duration = Duration::from_millis(250);
 
 /// What a tick runner has run so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -37,7 +39,8 @@ struct Shared<J, D> {
     running: bool,
     done: HashMap<u64, D>,
     next_ticket: u64,
-    last_tick: Duration,
+    /// Intents taken and not yet posted or dropped.
+    intents: usize,
     stats: TickStats,
 }
 
@@ -45,26 +48,28 @@ struct Shared<J, D> {
 pub struct Ticks<J, D> {
     shared: Mutex<Shared<J, D>>,
     changed: Condvar,
-    members: AtomicUsize,
     max_batch: usize,
 }
 
-/// A thread taking part in the ticks (counted while a tick gathers); leaves when dropped.
-pub struct Member<J, D> {
+/// A post announced (see the module docs); dropping it unposted withdraws it.
+pub struct Intent<J, D> {
     ticks: Arc<Ticks<J, D>>,
+    live: bool,
 }
 
-impl<J, D> std::fmt::Debug for Member<J, D> {
+impl<J, D> std::fmt::Debug for Intent<J, D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Member").finish_non_exhaustive()
+        f.debug_struct("Intent").field("live", &self.live).finish()
     }
 }
 
-impl<J, D> Drop for Member<J, D> {
+impl<J, D> Drop for Intent<J, D> {
     fn drop(&mut self) {
-        self.ticks.members.fetch_sub(1, Ordering::Relaxed);
-        // why: a tick gathering for this member stops waiting for it.
-        self.ticks.changed.notify_all();
+        if self.live {
+            self.ticks.lock().intents -= 1;
+            // why: a tick gathering for this post stops waiting for it.
+            self.ticks.changed.notify_all();
+        }
     }
 }
 
@@ -77,11 +82,10 @@ impl<J, D> Ticks<J, D> {
                 running: false,
                 done: HashMap::new(),
                 next_ticket: 0,
-                last_tick: Duration::ZERO,
+                intents: 0,
                 stats: TickStats::default(),
             }),
             changed: Condvar::new(),
-            members: AtomicUsize::new(0),
             max_batch: max_batch.max(1),
         }
     }
@@ -96,11 +100,12 @@ impl<J, D> Ticks<J, D> {
         self.lock().stats
     }
 
-    /// Takes part until the returned member is dropped.
-    pub fn join(self: &Arc<Self>) -> Member<J, D> {
-        self.members.fetch_add(1, Ordering::Relaxed);
-        Member {
-            ticks: self.clone(),
+    /// Announces a post: ticks gather for it until it is posted or dropped.
+    pub fn intend(self: &Arc<Self>) -> Intent<J, D> {
+        self.lock().intents += 1;
+        Intent {
+            ticks: Arc::clone(self),
+            live: true,
         }
     }
 
@@ -110,10 +115,19 @@ impl<J, D> Ticks<J, D> {
         self.shared.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Posts `job`, waits for its tick and returns its result. A leading poster runs the
-    /// tick's jobs with `run`, which returns one result per job, in order.
-    pub fn post(&self, job: J, run: &dyn Fn(Vec<J>) -> Vec<D>) -> D {
+    /// Posts `job` (spending `intent` when given, which must be one of these ticks'), waits for
+    /// its tick and returns its result. A leading poster runs the tick's jobs with `run`,
+    /// which returns one result per job, in order.
+    pub fn post(&self, intent: Option<Intent<J, D>>, job: J, run: &dyn Fn(Vec<J>) -> Vec<D>) -> D {
         let mut st = self.lock();
+        if let Some(mut i) = intent {
+            debug_assert!(
+                std::ptr::eq(Arc::as_ptr(&i.ticks), self),
+                "another Ticks' intent"
+            );
+            i.live = false;
+            st.intents -= 1;
+        }
         let ticket = st.next_ticket;
         st.next_ticket += 1;
         st.queue.push_back((ticket, job));
@@ -137,11 +151,10 @@ impl<J, D> Ticks<J, D> {
         run: &dyn Fn(Vec<J>) -> Vec<D>,
     ) -> MutexGuard<'s, Shared<J, D>> {
         st.running = true;
-        let deadline = Instant::now() + (st.last_tick / 2).min(MAX_GATHER);
+        let deadline = Instant::now() + MAX_GATHER;
         loop {
-            let expected = self.members.load(Ordering::Relaxed).min(self.max_batch);
             let now = Instant::now();
-            if st.queue.len() >= expected || now >= deadline {
+            if st.intents == 0 || st.queue.len() >= self.max_batch || now >= deadline {
                 break;
             }
             st = self
@@ -154,13 +167,10 @@ impl<J, D> Ticks<J, D> {
         let (tickets, jobs): (Vec<u64>, Vec<J>) = st.queue.drain(..width).unzip();
         drop(st);
 
-        let started = Instant::now();
         let results = run(jobs);
-        let took = started.elapsed();
 
         let mut st = self.lock();
         st.running = false;
-        st.last_tick = took;
         st.stats.ticks += 1;
         st.stats.steps += width as u64;
         st.stats.max_width = st.stats.max_width.max(width);
@@ -176,32 +186,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_lone_poster_runs_its_own_jobs_one_per_tick() {
+    fn a_lone_poster_runs_its_own_jobs_one_per_tick_without_waiting() {
         let t: Arc<Ticks<u32, u32>> = Arc::new(Ticks::new(4));
-        let _m = t.join();
+        let started = Instant::now();
         for i in 0..5 {
+            let intent = t.intend();
             assert_eq!(
-                t.post(i, &|jobs| jobs.iter().map(|j| j * 10).collect()),
+                t.post(Some(intent), i, &|jobs| jobs
+                    .iter()
+                    .map(|j| j * 10)
+                    .collect()),
                 i * 10
             );
         }
+        assert!(started.elapsed() < MAX_GATHER, "a lone poster waited");
         let s = t.stats();
         assert_eq!((s.ticks, s.steps, s.max_width), (5, 5, 1));
     }
 
     #[test]
-    fn members_share_ticks_and_each_gets_its_own_result() {
+    fn announced_posts_share_ticks_and_each_gets_its_own_result() {
         let t: Arc<Ticks<(usize, u32), u32>> = Arc::new(Ticks::new(3));
-        let members: Vec<_> = (0..3).map(|_| t.join()).collect();
+        let barrier = std::sync::Barrier::new(3);
         std::thread::scope(|sc| {
             for who in 0..3 {
-                let t = &t;
+                let (t, barrier) = (&t, &barrier);
                 sc.spawn(move || {
                     for i in 0..20u32 {
-                        let got = t.post((who, i), &|jobs| {
-                            // why the pause: a slow tick gives the others time to post, and
-                            // sets the next gathering time.
-                            std::thread::sleep(Duration::from_millis(2));
+                        let intent = t.intend();
+                        barrier.wait();
+                        // why the uneven pause: the posts arrive apart, and the ticks still
+                        // gather all three.
+                        std::thread::sleep(Duration::from_millis(who as u64 * 3));
+                        let got = t.post(Some(intent), (who, i), &|jobs| {
                             jobs.iter().map(|&(w, i)| w as u32 * 1000 + i).collect()
                         });
                         assert_eq!(got, who as u32 * 1000 + i);
@@ -209,10 +226,27 @@ mod tests {
                 });
             }
         });
-        drop(members);
         let s = t.stats();
-        assert_eq!(s.steps, 60);
-        assert!(s.max_width >= 2 && s.max_width <= 3, "{s:?}");
-        assert!(s.ticks < 60, "{s:?}");
+        assert_eq!((s.steps, s.max_width), (60, 3), "{s:?}");
+        assert!(s.ticks <= 25, "{s:?}");
+    }
+
+    #[test]
+    fn a_withdrawn_intent_stops_the_gathering() {
+        let t: Arc<Ticks<u32, u32>> = Arc::new(Ticks::new(4));
+        let other = t.intend();
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                drop(other);
+            });
+            let started = Instant::now();
+            assert_eq!(t.post(None, 7, &|jobs| jobs), 7);
+            let waited = started.elapsed();
+            assert!(
+                waited >= Duration::from_millis(15) && waited < MAX_GATHER,
+                "{waited:?}"
+            );
+        });
     }
 }

@@ -1,13 +1,12 @@
 //! The step scheduler: the single-position backbone steps of every reply running on a loaded
 //! model, batched across replies into ticks of one graph each ([`Backbone::forward_steps`]).
 //!
-//! Each generating reply is a [`StepMember`] from the end of its prefill to its last step.
-//! It posts its next step (its decode cache, the position, whether it needs logits) and waits
-//! for the result; the steps are run in [`Ticks`](super::super::ticks): the first poster
-//! that finds no tick running gathers the members' steps (waiting at most half the last tick
-//! for those still busy with their frame), computes up to `max_batch` of them as one graph and
-//! hands each its result. So a reply alone runs its steps itself without waiting, and replies
-//! join and leave between ticks.
+//! A generating reply announces each step ([`StepScheduler::intend`]) when it starts it, then
+//! posts it (its decode cache, the position, whether it needs logits) and waits for the
+//! result; the steps are run in [`Ticks`](super::super::ticks): the first poster that finds no
+//! tick running gathers the announced steps (waiting for replies still busy with their frame),
+//! computes up to `max_batch` of them as one graph and hands each its result. So a reply alone
+//! runs its steps itself without waiting, and replies join and leave between ticks.
 //!
 //! A step's bits do not depend on its company (see [`Backbone::forward_steps`]), so when and
 //! with whom it runs never changes a reply's output. A bad step fails alone, before it is
@@ -23,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::ggml::Backend;
 
-use super::super::ticks::{Member, Ticks};
+use super::super::ticks::{Intent, Ticks};
 use super::batch::{BatchCompute, Step};
 use super::{Backbone, BackboneError, DecodeCache, ForwardOutput, Position};
 
@@ -72,8 +71,8 @@ pub struct Posted {
     logits: bool,
 }
 
-/// A reply taking part in the step ticks; it leaves when dropped.
-pub type StepMember = Member<Posted, StepResult>;
+/// A step announced to the ticks (see [`StepScheduler::intend`]).
+pub type StepIntent = Intent<Posted, StepResult>;
 
 /// Batches the single-position steps of the replies on one model (see the module docs).
 pub struct StepScheduler {
@@ -110,9 +109,10 @@ impl StepScheduler {
         self.ticks.stats()
     }
 
-    /// Joins the ticks until the returned member is dropped.
-    pub fn join(&self) -> StepMember {
-        self.ticks.join()
+    /// Announces a step this thread will post: ticks gather for it until it is posted (give
+    /// it to [`StepScheduler::step`]) or dropped.
+    pub fn intend(&self) -> StepIntent {
+        self.ticks.intend()
     }
 
     /// Runs `position` at the end of `cache` in the next tick and returns the cache (advanced
@@ -121,6 +121,7 @@ impl StepScheduler {
     /// cache comes back too, at its old length, and every step of the tick gets the cause.
     pub fn step(
         &self,
+        intent: Option<StepIntent>,
         backbone: &Backbone,
         cache: DecodeCache,
         position: OwnedPosition,
@@ -137,7 +138,8 @@ impl StepScheduler {
             position,
             logits,
         };
-        self.ticks.post(job, &|jobs| self.run(backbone, jobs))
+        self.ticks
+            .post(intent, job, &|jobs| self.run(backbone, jobs))
     }
 
     fn run(&self, backbone: &Backbone, mut jobs: Vec<Posted>) -> Vec<StepResult> {

@@ -1,15 +1,16 @@
 //! The frame scheduler: the depthformer frames of every speaking reply on a loaded model,
 //! batched across replies into ticks ([`Ticks`]) of [`Depthformer::frames`], as the step
-//! scheduler batches the backbone's steps. A reply posts its frame (its frame rows and its
-//! audio sampler move in and back out, with the backbone's hidden state) and waits for the
-//! codes; a frame's bits do not depend on its company.
+//! scheduler batches the backbone's steps. A reply announces its frame when it learns one comes
+//! next, posts it (its frame rows and its audio sampler move in and back out, with the
+//! backbone's hidden state) and waits for the codes; a frame's bits do not depend on its
+//! company.
 
 use std::sync::{Arc, Mutex};
 
 use crate::ggml::Backend;
 
 use super::super::backbone::{BackboneError, BatchCompute};
-use super::super::ticks::{Member, TickStats, Ticks};
+use super::super::ticks::{Intent, TickStats, Ticks};
 use super::{DepthError, Depthformer, FrameJob, FrameRows};
 use crate::lfm2_audio::generation::sampling::AudioSampler;
 
@@ -31,8 +32,8 @@ pub struct FrameDone {
     pub codes: Result<Vec<u32>, DepthError>,
 }
 
-/// A reply taking part in the frame ticks; it leaves when dropped.
-pub type FrameMember = Member<FramePosted, FrameDone>;
+/// A frame announced to the ticks (see [`FrameScheduler::intend`]).
+pub type FrameIntent = Intent<FramePosted, FrameDone>;
 
 /// Batches the depthformer frames of the replies on one model.
 pub struct FrameScheduler {
@@ -63,15 +64,17 @@ impl FrameScheduler {
         self.ticks.stats()
     }
 
-    /// Joins the ticks until the returned member is dropped.
-    pub fn join(&self) -> FrameMember {
-        self.ticks.join()
+    /// Announces a frame this thread will post: ticks gather for it until it is posted (give
+    /// it to [`FrameScheduler::frame`]) or dropped.
+    pub fn intend(&self) -> FrameIntent {
+        self.ticks.intend()
     }
 
     /// One frame from the backbone's final-norm `hidden` state, sampled with `sampler`, in the
     /// next tick.
     pub fn frame(
         &self,
+        intent: Option<FrameIntent>,
         depth: &Depthformer,
         rows: FrameRows,
         hidden: Vec<f32>,
@@ -82,7 +85,7 @@ impl FrameScheduler {
             hidden,
             sampler,
         };
-        self.ticks.post(job, &|mut jobs| {
+        self.ticks.post(intent, job, &|mut jobs| {
             let compute = self.compute.lock().unwrap_or_else(|e| e.into_inner());
             let codes = {
                 let mut frames: Vec<FrameJob<'_>> = jobs
