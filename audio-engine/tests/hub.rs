@@ -344,8 +344,8 @@ fn a_cached_file_changed_in_place_is_downloaded_again_online() {
     flip_byte(&blob(&cache, vocoder), Mtime::New);
 
     let got = fetch(&spec(), &opts).unwrap();
-    assert_eq!(got.downloaded, [vocoder.name.clone()]);
-    assert_eq!(got.hashed, [vocoder.name.clone()]);
+    assert_eq!(got.downloaded, [vocoder.name.as_str()]);
+    assert_eq!(got.hashed, [vocoder.name.as_str()]);
     assert_eq!(std::fs::read(&got.paths.vocoder).unwrap(), *vocoder.data);
     assert!(marker(&cache, vocoder).is_file());
     // The run is the directory's, byte for byte.
@@ -398,7 +398,7 @@ fn a_cached_file_changed_in_place_is_an_error_offline_and_without_network() {
     assert!(matches!(e, HubError::NotCached { .. }), "{e:?}");
     // Online it comes back.
     let got = fetch(&spec(), &opts).unwrap();
-    assert_eq!(got.downloaded, [vocoder.name.clone()]);
+    assert_eq!(got.downloaded, [vocoder.name.as_str()]);
 
     // Without network, an edit that puts the old mtime back (the ctime still moves).
     let mmproj = file(&files, "mmproj-Tiny-Q4_0.gguf");
@@ -465,7 +465,7 @@ fn a_file_another_client_cached_is_hashed_once_then_its_marker_vouches_for_it() 
     )
     .unwrap();
     let third = fetch(&spec(), &offline).unwrap();
-    assert_eq!(third.hashed, [backbone.name.clone()]);
+    assert_eq!(third.hashed, [backbone.name.as_str()]);
     assert_eq!(
         std::fs::read_to_string(marker(&cache, backbone)).unwrap(),
         markers[i]

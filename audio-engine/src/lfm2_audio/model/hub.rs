@@ -44,12 +44,13 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use super::load_error::LoadError;
-use super::package::{ModelPackage, PackagePaths, Quant};
-use cached::{Checked, Expected, Trust};
 use hf_hub::api::sync::{ApiBuilder, ApiError};
 use hf_hub::api::Progress;
 use hf_hub::{Repo, RepoType};
+
+use self::cached::{Checked, Expected, Trust};
+use super::load_error::LoadError;
+use super::package::{ModelPackage, PackagePaths, Quant};
 
 mod cached;
 
