@@ -19,7 +19,8 @@ extern "C" {
  * "hf:LiquidAI/LFM2.5-Audio-1.5B-GGUF:Q4_0". The package's four files (by their published names)
  * are fetched into the Hugging Face cache when missing (HF_HOME / HF_HUB_CACHE, HF_TOKEN,
  * HF_ENDPOINT, HF_HUB_OFFLINE=1 for the cache only; shared with Python's huggingface_hub), each
- * checked against the hub's size and sha256, then loaded from there. Without :QUANT the config's
+ * checked against the hub's size and sha256 (a cached one too, hashed once per state of its
+ * file), then loaded from there. Without :QUANT the config's
  * weight_id names the quantization, else Q4_0. A bad spec is AUDIOCPP_ERR_INVALID_ARGUMENT; a
  * failed download (network, 401/404, a cut transfer, a full disk, a checksum) is
  * AUDIOCPP_ERR_LOAD_FAILED with audiocpp_last_error() naming the file. Without the feature such a

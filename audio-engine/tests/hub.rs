@@ -1,19 +1,25 @@
 //! `lfm2_audio::hub` against a stand-in hub on loopback (`hub_server`) serving a repository made
 //! of the tiny package: the package it fetches runs byte-identical to the same files opened as a
 //! directory; a second run needs no server; a cut transfer resumes; every failure is a typed
-//! error naming the file and leaves nothing the loader would take; and Python's
-//! `huggingface_hub` (`$LFM2E_PYTHON`, else `python3`; skips without it) shares the cache both
-//! ways.
+//! error naming the file and leaves nothing the loader would take; a cached file changed in
+//! place is caught (downloaded again online, an error offline), and one another client cached is
+//! hashed once, then vouched for by its marker; and Python's `huggingface_hub`
+//! (`$LFM2E_PYTHON`, else `python3`; skips without it) shares the cache both ways.
 
 mod common;
 mod hub_server;
 
+use std::fs::OpenOptions;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use audio_engine::lfm2_audio::hub::{fetch, HubError, HubOptions, HubSpec};
+use audio_engine::lfm2_audio::hub::{
+    fetch, DigestKind, HubError, HubOptions, HubSpec, VERIFIED_MARKER_DIR,
+};
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths, Quant};
 use audio_engine::lfm2_audio::{AsrOptions, Lfm2Audio, ModelOptions, S2sOptions};
 
@@ -71,6 +77,68 @@ fn repo_dir(cache: &Path) -> PathBuf {
     cache.join("models--test-org--Tiny-GGUF")
 }
 
+/// The served file named `name`.
+fn file<'a>(files: &'a [File], name: &str) -> &'a File {
+    files.iter().find(|f| f.name == name).unwrap()
+}
+
+/// The package's four files (not the README).
+fn ggufs(files: &[File]) -> Vec<&File> {
+    files.iter().filter(|f| f.name.ends_with(".gguf")).collect()
+}
+
+/// `f`'s blob in the cache (named by its sha256, its ETag).
+fn blob(cache: &Path, f: &File) -> PathBuf {
+    repo_dir(cache).join("blobs").join(&f.sha256)
+}
+
+/// The marker that says `f`'s blob was verified.
+fn marker(cache: &Path, f: &File) -> PathBuf {
+    repo_dir(cache).join(VERIFIED_MARKER_DIR).join(&f.sha256)
+}
+
+/// What an edit in place does to the file's mtime.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mtime {
+    /// Set to another time.
+    New,
+    /// Put back as it was.
+    Kept,
+}
+
+/// Changes one byte of the file at `path` in place: same size, same inode.
+fn flip_byte(path: &Path, mtime: Mtime) {
+    let before = std::fs::metadata(path).unwrap();
+    // why: ctime comes from a coarse clock; let it move past the one the marker holds.
+    std::thread::sleep(Duration::from_millis(20));
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mid = before.len() / 2;
+    let mut b = [0u8];
+    f.seek(SeekFrom::Start(mid)).unwrap();
+    f.read_exact(&mut b).unwrap();
+    f.seek(SeekFrom::Start(mid)).unwrap();
+    f.write_all(&[b[0] ^ 0x5a]).unwrap();
+    let old = before.modified().unwrap();
+    f.set_modified(match mtime {
+        Mtime::New => old - Duration::from_secs(1000),
+        Mtime::Kept => old,
+    })
+    .unwrap();
+    drop(f);
+    let after = std::fs::metadata(path).unwrap();
+    let id = |m: &std::fs::Metadata| (m.len(), m.ino(), m.dev());
+    assert_eq!(id(&after), id(&before));
+    assert_eq!(after.modified().unwrap() == old, mtime == Mtime::Kept);
+    assert_ne!(
+        (after.ctime(), after.ctime_nsec()),
+        (before.ctime(), before.ctime_nsec())
+    );
+}
+
 fn engine(paths: PackagePaths) -> Lfm2Audio {
     let opts = ModelOptions {
         n_threads: 1,
@@ -103,6 +171,7 @@ fn hub_package_runs_like_the_directory_and_a_second_run_needs_no_server() {
     let got = fetch(&spec(), &opts).unwrap();
     assert_eq!(got.commit, COMMIT);
     assert_eq!(got.downloaded.len(), 4, "{:?}", got.downloaded);
+    assert_eq!(got.hashed, got.downloaded);
     assert!(!got.offline_fallback);
     // The hub cache layout: refs/main, snapshot links into blobs named by the sha256 ETag.
     let rd = repo_dir(&cache);
@@ -151,6 +220,7 @@ fn hub_package_runs_like_the_directory_and_a_second_run_needs_no_server() {
     let before = srv.log().len();
     let again = fetch(&spec(), &opts).unwrap();
     assert!(again.downloaded.is_empty());
+    assert!(again.hashed.is_empty(), "{:?}", again.hashed);
     let new: Vec<String> = srv.log()[before..].to_vec();
     assert!(new.iter().all(|l| l.contains("/api/models/")), "{new:?}");
 
@@ -159,6 +229,7 @@ fn hub_package_runs_like_the_directory_and_a_second_run_needs_no_server() {
     let fallback = fetch(&spec(), &opts).unwrap();
     assert!(fallback.offline_fallback);
     assert_eq!(fallback.paths, got.paths);
+    assert!(fallback.hashed.is_empty(), "{:?}", fallback.hashed);
     let offline = fetch(
         &spec(),
         &HubOptions {
@@ -169,6 +240,7 @@ fn hub_package_runs_like_the_directory_and_a_second_run_needs_no_server() {
     .unwrap();
     assert!(!offline.offline_fallback);
     assert_eq!(offline.paths, got.paths);
+    assert!(offline.hashed.is_empty(), "{:?}", offline.hashed);
     ModelPackage::from_hub(
         &spec(),
         &HubOptions {
@@ -257,6 +329,157 @@ fn a_wrong_sha256_is_an_error_and_the_file_is_removed() {
         .filter(|e| !e.file_name().to_string_lossy().ends_with(".lock"))
         .collect();
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_cached_file_changed_in_place_is_downloaded_again_online() {
+    let (srv, dir_paths, files) = server();
+    let cache = fresh_cache("hub-changed-online");
+    let opts = options(&srv.endpoint(), &cache);
+    fetch(&spec(), &opts).unwrap();
+    for f in ggufs(&files) {
+        assert!(marker(&cache, f).is_file(), "{}", f.name);
+    }
+    let vocoder = file(&files, "vocoder-Tiny-Q4_0.gguf");
+    flip_byte(&blob(&cache, vocoder), Mtime::New);
+
+    let got = fetch(&spec(), &opts).unwrap();
+    assert_eq!(got.downloaded, [vocoder.name.as_str()]);
+    assert_eq!(got.hashed, [vocoder.name.as_str()]);
+    assert_eq!(std::fs::read(&got.paths.vocoder).unwrap(), *vocoder.data);
+    assert!(marker(&cache, vocoder).is_file());
+    // The run is the directory's, byte for byte.
+    let (hub, local) = (engine(got.paths), engine(dir_paths));
+    let wav = common::wav::question(0);
+    let s2s = S2sOptions {
+        max_new_tokens: 16,
+        ..Default::default()
+    };
+    let (a, b) = (
+        hub.s2s_wav(&wav, &s2s).unwrap(),
+        local.s2s_wav(&wav, &s2s).unwrap(),
+    );
+    assert_eq!(a.text, b.text);
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a.audio), bits(&b.audio));
+}
+
+#[test]
+fn a_cached_file_changed_in_place_is_an_error_offline_and_without_network() {
+    let (mut srv, _, files) = server();
+    let cache = fresh_cache("hub-changed-offline");
+    let opts = options(&srv.endpoint(), &cache);
+    let offline = HubOptions {
+        offline: true,
+        ..opts.clone()
+    };
+    fetch(&spec(), &opts).unwrap();
+    let rd = repo_dir(&cache);
+
+    // Offline, an edit with a new mtime: an error naming the file, which is gone.
+    let vocoder = file(&files, "vocoder-Tiny-Q4_0.gguf");
+    flip_byte(&blob(&cache, vocoder), Mtime::New);
+    let e = fetch(&spec(), &offline).unwrap_err();
+    assert!(
+        matches!(&e, HubError::Checksum { file, kind: DigestKind::Sha256, cached: true, .. }
+            if *file == vocoder.name),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&vocoder.name) && msg.contains("run again online"),
+        "{msg}"
+    );
+    let link = rd.join("snapshots").join(COMMIT).join(&vocoder.name);
+    assert!(std::fs::symlink_metadata(&link).is_err());
+    assert!(!blob(&cache, vocoder).exists());
+    assert!(!marker(&cache, vocoder).exists());
+    let e = fetch(&spec(), &offline).unwrap_err();
+    assert!(matches!(e, HubError::NotCached { .. }), "{e:?}");
+    // Online it comes back.
+    let got = fetch(&spec(), &opts).unwrap();
+    assert_eq!(got.downloaded, [vocoder.name.as_str()]);
+
+    // Without network, an edit that puts the old mtime back (the ctime still moves).
+    let mmproj = file(&files, "mmproj-Tiny-Q4_0.gguf");
+    flip_byte(&blob(&cache, mmproj), Mtime::Kept);
+    srv.stop();
+    let e = fetch(&spec(), &opts).unwrap_err();
+    assert!(
+        matches!(&e, HubError::Checksum { file, cached: true, .. } if *file == mmproj.name),
+        "{e:?}"
+    );
+    assert!(!blob(&cache, mmproj).exists());
+    assert!(!marker(&cache, mmproj).exists());
+}
+
+#[test]
+fn a_file_another_client_cached_is_hashed_once_then_its_marker_vouches_for_it() {
+    let (srv, _, files) = server();
+    let cache = fresh_cache("hub-foreign");
+    let rd = repo_dir(&cache);
+    // Laid out as huggingface_hub lays its downloads out, without markers.
+    let snapshot = rd.join("snapshots").join(COMMIT);
+    std::fs::create_dir_all(rd.join("blobs")).unwrap();
+    std::fs::create_dir_all(&snapshot).unwrap();
+    std::fs::create_dir_all(rd.join("refs")).unwrap();
+    std::fs::write(rd.join("refs/main"), COMMIT).unwrap();
+    let package = ggufs(&files);
+    for f in &package {
+        std::fs::write(blob(&cache, f), &*f.data).unwrap();
+        let to = Path::new("../../blobs").join(&f.sha256);
+        std::os::unix::fs::symlink(to, snapshot.join(&f.name)).unwrap();
+    }
+    let offline = HubOptions {
+        offline: true,
+        ..options(&srv.endpoint(), &cache)
+    };
+    let sorted = |mut v: Vec<String>| {
+        v.sort();
+        v
+    };
+    let names = sorted(package.iter().map(|f| f.name.clone()).collect());
+
+    let first = fetch(&spec(), &offline).unwrap();
+    assert_eq!(sorted(first.hashed), names);
+    let markers: Vec<String> = package
+        .iter()
+        .map(|f| std::fs::read_to_string(marker(&cache, f)).unwrap())
+        .collect();
+    let second = fetch(&spec(), &offline).unwrap();
+    assert!(second.hashed.is_empty(), "{:?}", second.hashed);
+    for (f, m) in package.iter().zip(&markers) {
+        assert_eq!(&std::fs::read_to_string(marker(&cache, f)).unwrap(), m);
+    }
+
+    // A marker of another state than the file's does not vouch: hashed again, marker renewed.
+    let backbone = file(&files, "Tiny-Q4_0.gguf");
+    let i = package
+        .iter()
+        .position(|f| f.name == backbone.name)
+        .unwrap();
+    assert!(markers[i].contains(" ino "), "{}", markers[i]);
+    std::fs::write(
+        marker(&cache, backbone),
+        markers[i].replace(" ino ", " ino 1"),
+    )
+    .unwrap();
+    let third = fetch(&spec(), &offline).unwrap();
+    assert_eq!(third.hashed, [backbone.name.as_str()]);
+    assert_eq!(
+        std::fs::read_to_string(marker(&cache, backbone)).unwrap(),
+        markers[i]
+    );
+
+    // Online the listing agrees with the markers: the listing is the only request.
+    let online = fetch(&spec(), &options(&srv.endpoint(), &cache)).unwrap();
+    assert!(online.downloaded.is_empty() && online.hashed.is_empty());
+    assert!(
+        srv.log().iter().all(|l| l.contains("/api/models/")),
+        "{:?}",
+        srv.log()
+    );
+    ModelPackage::open_paths(online.paths).unwrap();
 }
 
 #[test]
@@ -506,6 +729,23 @@ fn python_huggingface_hub_shares_the_cache_both_ways() {
         assert_eq!(p, &got.paths.backbone.parent().unwrap().join(name));
     }
     assert_eq!(srv.log().len(), before, "local_files_only made requests");
+    // Our markers beside the cache's folders are nothing huggingface_hub's scan minds.
+    let scan = Command::new(&py)
+        .arg("-c")
+        .arg(
+            "import sys\nfrom huggingface_hub import scan_cache_dir\n\
+             r = scan_cache_dir(sys.argv[1])\n\
+             print(len(r.warnings), sum(len(v.files) for x in r.repos for v in x.revisions))",
+        )
+        .arg(&cache)
+        .output()
+        .unwrap();
+    assert!(
+        scan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&scan.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&scan.stdout).trim(), "0 4");
 
     // Python's first: our fetch takes its file without a request for it.
     let cache = fresh_cache("hub-py-theirs");
@@ -516,6 +756,9 @@ fn python_huggingface_hub_shares_the_cache_both_ways() {
     let got = fetch(&spec(), &options(&srv.endpoint(), &cache)).unwrap();
     assert_eq!(got.downloaded.len(), 3, "{:?}", got.downloaded);
     assert!(!got.downloaded.contains(&backbone.name));
+    // Python's file had no marker: it was hashed, and has one now.
+    assert!(got.hashed.contains(&backbone.name), "{:?}", got.hashed);
+    assert!(marker(&cache, backbone).is_file());
     assert_eq!(srv.requests_for(REPO, backbone).len(), python_requests);
     ModelPackage::open_paths(got.paths).unwrap();
 }

@@ -50,10 +50,11 @@ impl HubArgs {
             );
         }
         println!(
-            "{spec}: commit {} in {} ({} downloaded)",
+            "{spec}: commit {} in {} ({} downloaded, {} hashed)",
             &got.commit[..got.commit.len().min(12)],
             dir.display(),
-            got.downloaded.len()
+            got.downloaded.len(),
+            got.hashed.len()
         );
         Ok(Some(got.paths))
     }

@@ -160,9 +160,10 @@ fn load_from_hub(
     hub.offline |= settings.hub_offline;
     let got = fetch(spec, &hub).with_context(|| format!("fetching {spec}"))?;
     tracing::info!(
-        "{spec}: commit {} ({} files downloaded{})",
+        "{spec}: commit {} ({} files downloaded, {} hashed{})",
         got.commit,
         got.downloaded.len(),
+        got.hashed.len(),
         if got.offline_fallback {
             ", hub unreachable: from the cache"
         } else {

@@ -14,28 +14,45 @@
 //! `HF_HOME`, `XDG_CACHE_HOME`.
 //!
 //! What is checked: the listing (`api/models/<repo>/revision/main?blobs=true`) gives each file's
-//! size and, for LFS files, its sha256 (which is also the blob's ETag). A downloaded file is
-//! checked against both before it is used; one that fails is removed from the cache (blob and
-//! snapshot link). A transfer cut short is an error that keeps the partial blob
-//! (`blobs/<etag>.part`, a name the loader never opens), and the next run resumes it with an HTTP
-//! range request. A file already in the cache is checked by its size (hashing a 1.5 GB package on
-//! every start would cost seconds); it was hashed when it was downloaded.
+//! size and, for Git LFS files, its sha256 (which is also the blob's ETag); for any other file
+//! its git blob sha1 (`sha1("blob <len>\0" + bytes)`, its ETag). A downloaded file is checked
+//! against both before it is used; one that fails is removed from the cache (blob and snapshot
+//! link). A transfer cut short is an error that keeps the partial blob (`blobs/<etag>.part`, a
+//! name the loader never opens), and the next run resumes it with an HTTP range request.
+//!
+//! A file already in the cache (from an earlier run, or put there by `huggingface_hub`) is
+//! checked the same way before use, against the listing online and, offline or without network,
+//! against its blob's name (its ETag: the sha256, or the git sha1); a file that does not link to
+//! a blob so named (a copy in the snapshot) is then used as it is. So as not to hash a 1.5 GB
+//! package at every start, a file that passed is recorded in a marker,
+//! `models--<org>--<name>/`[`VERIFIED_MARKER_DIR`]`/<digest>`, holding the state of the file then
+//! (size, mtime and ctime in nanoseconds, inode and device; size and mtime on platforms without
+//! the others): while the file keeps that state it is not hashed again. Any write to the file
+//! changes its ctime, so an edit in place is caught even when it keeps the size and puts the old
+//! mtime back; what is not caught without hashing is a change that leaves size, mtime, ctime and
+//! inode alone (a clock set back, the disk written to underneath the file system, or a platform
+//! with size and mtime only). A downloaded file gets its marker once it is verified. A wrong
+//! cached file is removed from the cache like a wrong download: online it is then downloaded
+//! again; offline, or without network, it is an error ([`HubError::Checksum`]) that says to run
+//! again online. Where the cache cannot be written (read-only), no marker is kept and the files
+//! are hashed at every start.
 //!
 //! Without network (connection refused, DNS failure) a package whose four files are in the cache
-//! at the last known commit (`refs/main`) is used as is; with `offline` no request is made at all.
+//! at the last known commit (`refs/main`) is used; with `offline` no request is made at all.
 
 use std::fmt;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use hf_hub::api::sync::{ApiBuilder, ApiError};
 use hf_hub::api::Progress;
 use hf_hub::{Repo, RepoType};
-use sha2::{Digest, Sha256};
 
+use self::cached::{Checked, Expected, Trust};
 use super::load_error::LoadError;
 use super::package::{ModelPackage, PackagePaths, Quant};
+
+mod cached;
 
 /// The public hub.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -45,6 +62,29 @@ pub const DEFAULT_QUANT: Quant = Quant::Q4_0;
 pub const REVISION: &str = "main";
 /// The prefix that makes a model path a hub spec (`hf:LiquidAI/LFM2.5-Audio-1.5B-GGUF:Q4_0`).
 pub const MODEL_PATH_PREFIX: &str = "hf:";
+/// The folder, inside a repository's cache folder (`models--<org>--<name>/`), of the markers
+/// recording which files were verified and in what state (see the module documentation).
+/// `huggingface_hub` reads only `blobs/`, `snapshots/` and `refs/` there; removing the folder
+/// makes the next start hash every file again.
+pub const VERIFIED_MARKER_DIR: &str = ".lfm2-verified";
+
+/// A hash a file is checked with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DigestKind {
+    /// The sha256 of its bytes (a Git LFS file's oid, and its ETag on the hub).
+    Sha256,
+    /// Git's blob hash, `sha1("blob <len>\0" + bytes)` (the ETag of a file outside Git LFS).
+    GitSha1,
+}
+
+impl fmt::Display for DigestKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DigestKind::Sha256 => "sha256",
+            DigestKind::GitSha1 => "git blob sha1",
+        })
+    }
+}
 
 /// A package on the hub: a model repository and, optionally, a quantization.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -358,17 +398,29 @@ pub enum HubError {
         /// The downloaded size.
         found: u64,
     },
-    /// A downloaded file's sha256 is not the hub's; it was removed from the cache.
-    #[error("{file} of {repo}: sha256 {found}, the hub lists {expected} (removed)")]
+    /// A file's digest is not what it must be; it was removed from the cache (blob and
+    /// snapshot link). Either it was just downloaded (checked against the hub's listing), or it
+    /// was in the cache and the hub could not be asked for it again (offline, or no network;
+    /// checked against its blob's name).
+    #[error("{file} of {repo}: {}", if *cached {
+        format!("the cached copy has {kind} {found}, not {expected} (removed from the cache: run \
+                 again online to download it)")
+    } else {
+        format!("downloaded {kind} {found}, the hub lists {expected} (removed)")
+    })]
     Checksum {
         /// The repository.
         repo: String,
         /// The file.
         file: String,
-        /// The listed sha256.
+        /// The hash.
+        kind: DigestKind,
+        /// The digest it must have (hex).
         expected: String,
-        /// The downloaded file's.
+        /// The file's (hex).
         found: String,
+        /// Whether the file was in the cache (else it was just downloaded).
+        cached: bool,
     },
     /// The hub's answer is not what its protocol says (a listing without `sha`, a redirect
     /// without `X-Repo-Commit`, a commit that changed during the download).
@@ -413,6 +465,9 @@ pub struct HubPackage {
     pub commit: String,
     /// The files downloaded by this call (the others were in the cache).
     pub downloaded: Vec<String>,
+    /// The files this call read to check their digest: those it downloaded, and those in the
+    /// cache that had no marker for their current state (see the module documentation).
+    pub hashed: Vec<String>,
     /// Whether the hub could not be reached and the cache was used instead.
     pub offline_fallback: bool,
 }
@@ -422,7 +477,8 @@ pub struct HubPackage {
 struct RemoteFile {
     name: String,
     size: Option<u64>,
-    sha256: Option<String>,
+    /// Its sha256 for a Git LFS file, else its git blob sha1, when listed.
+    digest: Option<Expected>,
 }
 
 struct Listing {
@@ -539,7 +595,7 @@ pub fn fetch(spec: &HubSpec, opts: &HubOptions) -> Result<HubPackage, HubError> 
     let names: Vec<String> = listing.files.iter().map(|f| f.name.clone()).collect();
     let model = pick_package(&spec.repo, quant, &names)?;
     let snapshot = repo_dir.join("snapshots").join(&listing.commit);
-    let mut downloaded = Vec::new();
+    let (mut downloaded, mut hashed) = (Vec::new(), Vec::new());
     for name in package_files(&model, quant) {
         let remote = listing
             .files
@@ -549,37 +605,32 @@ pub fn fetch(spec: &HubSpec, opts: &HubOptions) -> Result<HubPackage, HubError> 
             .unwrap_or(RemoteFile {
                 name: name.clone(),
                 size: None,
-                sha256: None,
+                digest: None,
             });
         let target = snapshot.join(&name);
-        if is_cached(&target, &remote) {
-            continue;
+        match ensure_file(
+            spec,
+            opts,
+            &api,
+            &repo_dir,
+            &listing.commit,
+            &remote,
+            &target,
+        )? {
+            Got::Cached { hashed: false } => {}
+            Got::Cached { hashed: true } => hashed.push(name),
+            Got::Downloaded => {
+                downloaded.push(name.clone());
+                hashed.push(name);
+            }
         }
-        let mut bar = Bar::new(opts.progress);
-        let got = api
-            .download_with_progress(&name, &mut bar)
-            .map_err(|e| classify(spec, opts, &name, e))?;
-        if got != target {
-            // hf-hub put it under the commit of the file's own redirect (`X-Repo-Commit`).
-            return Err(HubError::Protocol {
-                repo: spec.repo.clone(),
-                file: Some(name),
-                reason: format!(
-                    "the file came from another commit than the listing's {} (the repository \
-                     changed meanwhile: run again)",
-                    listing.commit
-                ),
-                source: None,
-            });
-        }
-        verify(spec, &remote, &target)?;
-        downloaded.push(name);
     }
     write_ref(spec, &repo_dir, &listing.commit)?;
     Ok(HubPackage {
         paths: PackagePaths::new(&snapshot, &model, quant),
         commit: listing.commit,
         downloaded,
+        hashed,
         offline_fallback: false,
     })
 }
@@ -593,7 +644,7 @@ impl ModelPackage {
 }
 
 /// `GET api/models/<repo>/revision/main?blobs=true`: the commit and every file with its size
-/// and LFS sha256.
+/// and digest (the LFS sha256, else the git blob sha1).
 fn list(
     spec: &HubSpec,
     opts: &HubOptions,
@@ -632,12 +683,18 @@ fn list(
                 .and_then(|l| l.get("size"))
                 .or_else(|| s.get("size"))
                 .and_then(|v| v.as_u64());
-            let sha256 = lfs
-                .and_then(|l| l.get("sha256"))
-                .and_then(|v| v.as_str())
-                .filter(|h| h.len() == 64 && h.chars().all(|c| c.is_ascii_hexdigit()))
-                .map(|h| h.to_ascii_lowercase());
-            Some(RemoteFile { name, size, sha256 })
+            let digest = match lfs {
+                Some(l) => l
+                    .get("sha256")
+                    .and_then(|v| v.as_str())
+                    .and_then(|h| Expected::new(DigestKind::Sha256, h)),
+                // why only outside LFS: an LFS file's `blobId` is its pointer's, not its own.
+                None => s
+                    .get("blobId")
+                    .and_then(|v| v.as_str())
+                    .and_then(|h| Expected::new(DigestKind::GitSha1, h)),
+            };
+            Some(RemoteFile { name, size, digest })
         })
         .collect();
     Ok(Listing { commit, files })
@@ -718,64 +775,107 @@ fn classify(spec: &HubSpec, opts: &HubOptions, file: &str, e: ApiError) -> HubEr
     }
 }
 
-/// Whether `target` (a snapshot entry, usually a link to a blob) is there with the listed size.
-fn is_cached(target: &Path, remote: &RemoteFile) -> bool {
-    match std::fs::metadata(target) {
-        Ok(m) if m.is_file() => remote.size.map_or(true, |s| s == m.len()),
-        _ => false,
-    }
+/// How one file of a package came to be in the cache, checked.
+enum Got {
+    /// It was there; `hashed`: it was read to check it (no marker vouched for it).
+    Cached { hashed: bool },
+    /// It was downloaded (and hashed).
+    Downloaded,
 }
 
-fn sha256_file(path: &Path) -> std::io::Result<String> {
-    let mut f = std::fs::File::open(path)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
+/// Makes sure `remote` is in the cache at the snapshot path `target`, right: a cached copy is
+/// checked (see the module documentation), and one that is missing or wrong is downloaded and
+/// checked.
+fn ensure_file(
+    spec: &HubSpec,
+    opts: &HubOptions,
+    api: &hf_hub::api::sync::ApiRepo,
+    repo_dir: &Path,
+    commit: &str,
+    remote: &RemoteFile,
+    target: &Path,
+) -> Result<Got, HubError> {
+    match check_file(spec, repo_dir, remote, target, Trust::Marker)? {
+        Checked::Good { hashed } => return Ok(Got::Cached { hashed }),
+        Checked::Missing => {}
+        Checked::Bad(m) => tracing::warn!(
+            "{} of {}: the cached copy has {m}: removed, downloading it again",
+            remote.name,
+            spec.repo
+        ),
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
-}
-
-/// Checks a downloaded file against the listing; removes it (blob and snapshot link) if wrong.
-fn verify(spec: &HubSpec, remote: &RemoteFile, target: &Path) -> Result<(), HubError> {
-    let io = |source| HubError::Io {
-        repo: spec.repo.clone(),
-        file: remote.name.clone(),
-        path: target.to_path_buf(),
-        source,
-    };
-    let len = std::fs::metadata(target).map_err(io)?.len();
-    let failure = match (remote.size, &remote.sha256) {
-        (Some(expected), _) if expected != len => Some(HubError::SizeMismatch {
+    // why: hf-hub keeps a snapshot link that is there, even one to a blob that is gone, and
+    // then fails to make its own.
+    if target.is_symlink() && !target.exists() {
+        let _ = std::fs::remove_file(target);
+    }
+    let mut bar = Bar::new(opts.progress);
+    let got = api
+        .download_with_progress(&remote.name, &mut bar)
+        .map_err(|e| classify(spec, opts, &remote.name, e))?;
+    if got != target {
+        // hf-hub put it under the commit of the file's own redirect (`X-Repo-Commit`).
+        return Err(HubError::Protocol {
+            repo: spec.repo.clone(),
+            file: Some(remote.name.clone()),
+            reason: format!(
+                "the file came from another commit than the listing's {commit} (the repository \
+                 changed meanwhile: run again)"
+            ),
+            source: None,
+        });
+    }
+    match check_file(spec, repo_dir, remote, target, Trust::Nothing)? {
+        Checked::Good { .. } => Ok(Got::Downloaded),
+        Checked::Bad(m) => Err(mismatch_error(spec, &remote.name, m, false)),
+        Checked::Missing => Err(HubError::Io {
             repo: spec.repo.clone(),
             file: remote.name.clone(),
-            expected,
-            found: len,
+            path: target.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "the downloaded file is not there",
+            ),
         }),
-        (_, Some(expected)) => {
-            let found = sha256_file(target).map_err(io)?;
-            (&found != expected).then(|| HubError::Checksum {
-                repo: spec.repo.clone(),
-                file: remote.name.clone(),
-                expected: expected.clone(),
-                found,
-            })
-        }
-        _ => None,
-    };
-    let Some(failure) = failure else {
-        return Ok(());
-    };
-    // why: a wrong file must not stay where the next run (or Python) would take it.
-    if let Ok(blob) = std::fs::canonicalize(target) {
-        let _ = std::fs::remove_file(blob);
     }
-    let _ = std::fs::remove_file(target);
-    Err(failure)
+}
+
+/// [`cached::check`] of `remote` at the snapshot path `target`, its errors ours.
+fn check_file(
+    spec: &HubSpec,
+    repo_dir: &Path,
+    remote: &RemoteFile,
+    target: &Path,
+    trust: Trust,
+) -> Result<Checked, HubError> {
+    cached::check(repo_dir, target, remote.size, remote.digest.as_ref(), trust).map_err(|source| {
+        HubError::Io {
+            repo: spec.repo.clone(),
+            file: remote.name.clone(),
+            path: target.to_path_buf(),
+            source,
+        }
+    })
+}
+
+/// The error for `file` failing its check; `cached`: it was in the cache (else downloaded).
+fn mismatch_error(spec: &HubSpec, file: &str, m: cached::Mismatch, cached: bool) -> HubError {
+    match m {
+        cached::Mismatch::Size { expected, found } => HubError::SizeMismatch {
+            repo: spec.repo.clone(),
+            file: file.to_owned(),
+            expected,
+            found,
+        },
+        cached::Mismatch::Digest { expected, found } => HubError::Checksum {
+            repo: spec.repo.clone(),
+            file: file.to_owned(),
+            kind: expected.kind,
+            expected: expected.hex,
+            found,
+            cached,
+        },
+    }
 }
 
 fn write_ref(spec: &HubSpec, repo_dir: &Path, commit: &str) -> Result<(), HubError> {
@@ -830,21 +930,51 @@ fn from_cache(
     repo_dir: &Path,
     offline: bool,
 ) -> Result<HubPackage, HubError> {
-    let (commit, model) =
-        cached_package(spec, quant, repo_dir).map_err(|reason| HubError::NotCached {
-            repo: spec.repo.clone(),
-            quant,
-            cache_dir: opts.cache_dir.clone(),
-            reason,
-            offline,
-        })?;
+    let not_cached = |reason| HubError::NotCached {
+        repo: spec.repo.clone(),
+        quant,
+        cache_dir: opts.cache_dir.clone(),
+        reason,
+        offline,
+    };
+    let (commit, model) = cached_package(spec, quant, repo_dir).map_err(not_cached)?;
     let snapshot = repo_dir.join("snapshots").join(&commit);
+    let mut hashed = Vec::new();
+    for name in package_files(&model, quant) {
+        let target = snapshot.join(&name);
+        match check_by_blob_name(spec, repo_dir, &name, &target)? {
+            Checked::Good { hashed: false } => {}
+            Checked::Good { hashed: true } => hashed.push(name),
+            Checked::Bad(m) => return Err(mismatch_error(spec, &name, m, true)),
+            Checked::Missing => {
+                let gone = format!("{name} is gone from {}", snapshot.display());
+                return Err(not_cached(gone));
+            }
+        }
+    }
     Ok(HubPackage {
         paths: PackagePaths::new(&snapshot, &model, quant),
         commit,
         downloaded: Vec::new(),
+        hashed,
         offline_fallback: !offline,
     })
+}
+
+/// Checks the cached file `name` at the snapshot path `target` against the name of the blob it
+/// links to (its ETag): without the listing, that is what says what the file must be.
+fn check_by_blob_name(
+    spec: &HubSpec,
+    repo_dir: &Path,
+    name: &str,
+    target: &Path,
+) -> Result<Checked, HubError> {
+    let remote = RemoteFile {
+        name: name.to_owned(),
+        size: None,
+        digest: cached::blob_name(repo_dir, target).and_then(|b| Expected::from_blob_name(&b)),
+    };
+    check_file(spec, repo_dir, &remote, target, Trust::Marker)
 }
 
 /// A progress bar per file (hidden when disabled or stderr is not a terminal).
