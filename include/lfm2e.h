@@ -47,9 +47,11 @@ AUDIOCPP_API audiocpp_status lfm2e_session_cache_figures(const audiocpp_session 
                                                          size_t * out_resumed_prefill_steps,
                                                          size_t * out_reused_questions);
 
-/* What the model's step scheduler has run: the sessions' single-position steps are batched
- * across sessions, each tick computing the next step of up to max_batch (8) running replies as
- * one graph; a reply's bytes do not depend on its company. out_ticks: ticks run; out_steps:
+/* What the model's step scheduler has run. A model loaded while the environment sets
+ * LFM2_MAX_BATCH=N (N > 1; audio.cpp's load call has no option for it) batches its sessions'
+ * single-position steps: each tick computes the next step of up to N running replies as one
+ * graph, and a reply's bytes do not depend on its company. Without it (the default, 1) every
+ * session computes its own steps and the scheduler runs nothing (0, 0, 0). out_ticks: ticks run; out_steps:
  * steps run in them; out_widest: the most steps one tick ran. May be called while sessions
  * run. Outs optional. AUDIOCPP_ERR_INVALID_ARGUMENT for NULL. */
 AUDIOCPP_API audiocpp_status lfm2e_model_step_stats(const audiocpp_model * model,

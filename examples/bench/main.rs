@@ -81,7 +81,7 @@ struct Args {
     step_threads: u32,
     /// The most sessions whose steps one tick batches (`ModelOptions::max_batch`; 1: every
     /// step on its own).
-    #[arg(long, default_value_t = audio_engine::lfm2_audio::DEFAULT_MAX_BATCH as u32,
+    #[arg(long, default_value_t = audio_engine::lfm2_audio::max_batch_by_default() as u32,
           value_parser = value_parser!(u32).range(1..=64))]
     batch: u32,
     /// Sessions running the same conversation side by side, one thread each driving it.

@@ -39,8 +39,9 @@ pub struct Cli {
     /// Compute threads per graph (default: the cores); the slots share the cores between them.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Most replies whose next step one graph computes (default 8; 1: each step alone). The
-    /// replies of the slots running at once are batched up to this; bytes never change.
+    /// Most replies whose next step one graph computes (default 1: each reply computes its own
+    /// steps). Above 1, the replies of the slots running at once are batched up to this; bytes
+    /// never change.
     #[arg(long)]
     pub batch: Option<usize>,
     /// Longest wait for a free session, ms (0: unbounded); a request may ask for less.
@@ -176,7 +177,7 @@ impl Default for Settings {
             host: "127.0.0.1".into(),
             port: 8080,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
-            batch: audio_engine::lfm2_audio::DEFAULT_MAX_BATCH,
+            batch: audio_engine::lfm2_audio::max_batch_by_default(),
             slots: 2,
             busy_timeout_ms: 300_000,
             max_queue: 64,

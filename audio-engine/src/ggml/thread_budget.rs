@@ -152,12 +152,12 @@ impl ThreadBudget {
         let mut s = self.lock();
         let clamp = |s: &State, share: usize| {
             let cap = match (priority, s.streams) {
+                (_, 0) => share,
                 // why not the share: a running reply's compute is a batch tick doing the work
                 // of every reply in it (or a reply's small detokenizer graph); it takes what
                 // the other computes leave, so it neither waits for a prefill block nor
                 // computes on fewer threads than are free.
                 (true, _) => self.total.saturating_sub(s.background_in_use),
-                (false, 0) => share,
                 (false, _) => share.min(self.background_cap()),
             };
             want.clamp(1, cap.max(1))

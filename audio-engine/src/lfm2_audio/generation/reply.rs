@@ -18,7 +18,8 @@ use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::scheduler::{OwnedPosition, StepFailed, StepIntent};
 use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position};
 use crate::lfm2_audio::model::depthformer::scheduler::FrameIntent;
-use crate::lfm2_audio::model::depthformer::FrameRows;
+use crate::lfm2_audio::model::backbone::{BatchCompute, Rows};
+use crate::lfm2_audio::model::depthformer::{FrameJob, FrameRows};
 use crate::lfm2_audio::model::engine::{prefill_blocks, Lfm2Audio};
 use crate::lfm2_audio::text::prompt::Prompt;
 
@@ -253,7 +254,11 @@ impl Lfm2Audio {
             false => None,
         };
         let mut framer = match speaks {
-            true => Some(Framer::new(self, backend, AudioSampler::new(opts.audio))?),
+            true => Some(Framer::new(
+                self,
+                frame_threads.as_ref().map_or(backend, |f| f.backend()),
+                AudioSampler::new(opts.audio),
+            )?),
             false => None,
         };
         let mut detok = frame_threads
@@ -325,10 +330,14 @@ impl Lfm2Audio {
                         ));
                     };
                     threads.before_frame()?;
+                    let t_depth = Instant::now();
                     let codes = framer.frame(framer.intend(), &last.hidden)?;
-                    // why only the detokenizer: the frame policy sets the threads of its graphs;
-                    // the depthformer's frames run in the model's frame ticks.
-                    let mut graphs = Duration::ZERO;
+                    // why: batched frames run in the model's frame ticks, on its threads; the
+                    // frame policy then times (and sets the threads of) the detokenizer only.
+                    let mut graphs = match framer.alone.is_some() {
+                        true => t_depth.elapsed(),
+                        false => Duration::ZERO,
+                    };
                     result.timings.steps.depthformer.push(t_step.elapsed());
                     let codes = schedule.frame(codes);
                     // why: a frame holding the end-of-audio code carries no audio; in codebook 0
@@ -390,41 +399,50 @@ impl Lfm2Audio {
     }
 }
 
-/// The reply's decode cache, lent to the model's step scheduler for each single-position step;
-/// the reply is a member of the scheduler's ticks while this lives.
+/// The reply's single-position backbone steps. Batched (the model's `max_batch` above 1): the
+/// decode cache is lent to the model's step scheduler for each step, and the reply streams
+/// (prefills elsewhere leave it half the threads). Unbatched: each step computes on the
+/// cache's own backend, beside the other replies' (the thread budget shares the cores). The
+/// bytes are the same either way.
 struct Stepper<'m> {
     model: &'m Lfm2Audio,
     cache: Option<DecodeCache>,
-    /// The reply streams: prefills elsewhere leave it half the threads.
+    batched: bool,
     _stream: Option<StreamGuard>,
 }
 
 impl<'m> Stepper<'m> {
     fn new(model: &'m Lfm2Audio, cache: DecodeCache) -> Stepper<'m> {
+        let batched = model.options().max_batch > 1;
         Stepper {
             model,
             cache: Some(cache),
-            _stream: model.stream_guard(),
+            batched,
+            _stream: if batched { model.stream_guard() } else { None },
         }
     }
 
     /// Announces the step this iteration will run (dropped unused when the reply ends first).
-    fn intend(&self) -> StepIntent {
-        self.model.step_scheduler().intend()
+    fn intend(&self) -> Option<StepIntent> {
+        self.batched.then(|| self.model.step_scheduler().intend())
     }
 
-    /// Runs `position` at the end of the cache in the scheduler's next tick.
+    /// Runs `position` at the end of the cache.
     fn step(
         &mut self,
-        intent: StepIntent,
+        intent: Option<StepIntent>,
         position: OwnedPosition,
         logits: bool,
     ) -> Result<ForwardOutput, EngineError> {
-        let cache = self.cache.take().ok_or_else(|| {
-            EngineError::Invariant("the decode cache was lost by a failed step".into())
-        })?;
+        let backbone = self.model.backbone();
+        if !self.batched {
+            let cache = self.cache.as_mut().ok_or_else(lost_cache)?;
+            let p = [position.as_position()];
+            return Ok(backbone.forward(cache, &p, Rows::Last, logits)?);
+        }
+        let cache = self.cache.take().ok_or_else(lost_cache)?;
         let scheduler = self.model.step_scheduler();
-        match scheduler.step(Some(intent), self.model.backbone(), cache, position, logits) {
+        match scheduler.step(intent, backbone, cache, position, logits) {
             Ok((cache, out)) => {
                 self.cache = Some(cache);
                 Ok(out)
@@ -438,44 +456,74 @@ impl<'m> Stepper<'m> {
     }
 }
 
-/// The reply's depthformer state (its frame rows and audio sampler), lent to the model's frame
-/// scheduler for each frame; the reply is a member of the frame ticks while this lives.
+fn lost_cache() -> EngineError {
+    EngineError::Invariant("the decode cache was lost by a failed step".into())
+}
+
+/// The reply's depthformer state (its frame rows and audio sampler). Batched: lent to the
+/// model's frame scheduler for each frame. Unbatched: its frames compute alone on the reply's
+/// frame backend.
 struct Framer<'m> {
     model: &'m Lfm2Audio,
     state: Option<(FrameRows, AudioSampler)>,
+    /// Unbatched: the graph memory and backend of this reply's frames.
+    alone: Option<BatchCompute>,
 }
 
 impl<'m> Framer<'m> {
     fn new(
         model: &'m Lfm2Audio,
-        backend: &crate::ggml::Backend,
+        frame_backend: &crate::ggml::Backend,
         sampler: AudioSampler,
     ) -> Result<Framer<'m>, EngineError> {
-        let rows = model.depthformer().new_frame_rows(backend)?;
+        let rows = model.depthformer().new_frame_rows(frame_backend)?;
+        let alone = match model.options().max_batch > 1 {
+            true => None,
+            false => Some(BatchCompute::new(frame_backend.clone())?),
+        };
         Ok(Framer {
             model,
             state: Some((rows, sampler)),
+            alone,
         })
     }
 
     /// Announces the frame this iteration will run.
-    fn intend(&self) -> FrameIntent {
-        self.model.frame_scheduler().intend()
+    fn intend(&self) -> Option<FrameIntent> {
+        self.alone
+            .is_none()
+            .then(|| self.model.frame_scheduler().intend())
     }
 
-    /// The frame of the backbone's final-norm `hidden` state, in the scheduler's next tick.
-    fn frame(&mut self, intent: FrameIntent, hidden: &[f32]) -> Result<Vec<u32>, EngineError> {
-        let (rows, sampler) = self.state.take().ok_or_else(|| {
-            EngineError::Invariant("the frame state was lost by a failed frame".into())
-        })?;
+    /// The frame of the backbone's final-norm `hidden` state.
+    fn frame(
+        &mut self,
+        intent: Option<FrameIntent>,
+        hidden: &[f32],
+    ) -> Result<Vec<u32>, EngineError> {
         let depth = self.model.depthformer();
-        let done =
-            self.model
-                .frame_scheduler()
-                .frame(Some(intent), depth, rows, hidden.to_vec(), sampler);
+        if let Some(compute) = &self.alone {
+            let (rows, sampler) = self.state.as_mut().ok_or_else(lost_frame)?;
+            let mut job = [FrameJob {
+                rows,
+                hidden,
+                sampler,
+            }];
+            let mut out = depth.frames(compute, &mut job);
+            return Ok(out.pop().ok_or_else(lost_frame)??);
+        }
+        let (rows, sampler) = self.state.take().ok_or_else(lost_frame)?;
+        let done = self
+            .model
+            .frame_scheduler()
+            .frame(intent, depth, rows, hidden.to_vec(), sampler);
         self.state = Some((done.rows, done.sampler));
         Ok(done.codes?)
     }
+}
+
+fn lost_frame() -> EngineError {
+    EngineError::Invariant("the frame state was lost by a failed frame".into())
 }
 
 /// Work running on a thread whose reply events arrive as they are produced; the thread's own

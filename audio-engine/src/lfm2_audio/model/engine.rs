@@ -39,8 +39,19 @@ pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
 /// Default one-pass audio limit, seconds.
 pub const DEFAULT_MAX_AUDIO_SECONDS: f64 = 60.0;
 
-/// Default [`ModelOptions::max_batch`]: the replies one step tick batches.
-pub const DEFAULT_MAX_BATCH: usize = 8;
+/// Default [`ModelOptions::max_batch`] unless the environment sets `LFM2_MAX_BATCH`: 1, every
+/// reply computes its own steps (see [`ModelOptions::max_batch`] for why).
+pub const DEFAULT_MAX_BATCH: usize = 1;
+
+/// [`DEFAULT_MAX_BATCH`], or the environment's `LFM2_MAX_BATCH` when it holds a positive count
+/// (so programs that cannot set [`ModelOptions`], such as callers of the C ABI, can batch).
+pub fn max_batch_by_default() -> usize {
+    std::env::var("LFM2_MAX_BATCH")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(DEFAULT_MAX_BATCH)
+}
 
 /// Default context: prompt plus generated steps.
 pub const DEFAULT_CONTEXT: usize = 8192;
@@ -58,21 +69,26 @@ pub struct ModelOptions {
     /// computes on this many. Default 0: the machine's cores, at least `n_threads` (so
     /// sessions of one thread each still compute side by side, one per core).
     pub max_compute_threads: usize,
-    /// CPU threads for the small graphs every audio frame runs (the depthformer's one per
-    /// codebook, the detokenizer's). Default 0: each reply measures frames on the backbone's
-    /// thread count and on one thread and keeps the cheaper, probing again as it goes (with
-    /// another process busy on a core, two threads took the depthformer from 12.8 ms to 378 ms
-    /// per frame, one thread from 18.8 to 18 ms). A positive count fixes it (e.g. the thread
-    /// count on a machine dedicated to the engine). The bytes are the same either way.
+    /// CPU threads for the small graphs every audio frame runs: the depthformer's (batched
+    /// across replies by the model's frame scheduler) and the detokenizer's. Default 0: the
+    /// depthformer's frames run on `n_threads`, and each reply measures its detokenizer graphs
+    /// on `n_threads` and on one thread and keeps the cheaper, probing again as it goes (with
+    /// another process busy on a core, two threads can cost many times one). A positive count
+    /// fixes both (e.g. the thread count on a machine dedicated to the engine). The bytes are
+    /// the same either way.
     pub frame_threads: usize,
-    /// CPU threads for the backbone's single-position steps (a text token, an audio frame's
-    /// forward), which the model's step scheduler runs for every reply as batched ticks.
-    /// Default 0: `n_threads`. The bytes are the same either way.
+    /// CPU threads for the batched single-position steps (a text token, an audio frame's
+    /// forward) of the model's step scheduler ([`ModelOptions::max_batch`] above 1; unbatched
+    /// steps run on their session's threads). Default 0: `n_threads`. The bytes are the same
+    /// either way.
     pub step_threads: usize,
-    /// The most replies whose steps one tick batches into one graph (see
+    /// The most replies whose single-position steps (and depthformer frames) one tick batches
+    /// into one graph, reading the weights once for all of them (see
     /// [`StepScheduler`](crate::lfm2_audio::internals::backbone::scheduler::StepScheduler)).
-    /// Default [`DEFAULT_MAX_BATCH`]; 1 runs every step on its own, one at a time. A reply's
-    /// bytes do not depend on it.
+    /// 1: no batching, every reply computes its own steps beside the others, sharing the cores
+    /// through the thread budget. Default [`max_batch_by_default`] (1): on a 2-core machine two
+    /// concurrent replies finish sooner unbatched, and batching pays from about four (see
+    /// BENCHMARKS.md). A reply's bytes do not depend on it.
     pub max_batch: usize,
     /// Longest audio accepted in one pass, seconds.
     pub max_audio_seconds: f64,
@@ -91,7 +107,7 @@ impl Default for ModelOptions {
             max_compute_threads: 0,
             frame_threads: 0,
             step_threads: 0,
-            max_batch: DEFAULT_MAX_BATCH,
+            max_batch: max_batch_by_default(),
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
             repack: crate::ggml::repack_by_default(),
