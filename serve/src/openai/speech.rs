@@ -1,5 +1,5 @@
 //! `POST /v1/audio/speech`: text to speech, answered whole (`wav`, `pcm` s16le 24 kHz, or
-//! `json`) or streamed ([`super::speech_stream`]).
+//! `json`) or streamed (`speech_stream`).
 
 use std::sync::Arc;
 use std::time::Instant;

@@ -1,8 +1,8 @@
 //! audio.cpp's task routes: `POST /v1/tasks/run` and `POST /v1/tasks/stream`, with its request
 //! JSON (`{"model", "request": {...}, "busy_timeout_ms"?, "stream_format"?}`), result JSON and
-//! stream events. A request goes down once: the handler ([`run`], [`stream`]) parses the body
-//! ([`body`]), [`prepare`] turns it into the engine's `Job`, [`start`] leases a session and
-//! starts the work ([`crate::work`]); the outcome comes back as [`result`] JSON, streamed
+//! stream events. A request goes down once: the handler ([`run()`], [`stream()`]) parses the
+//! body ([`body`]), [`prepare()`] turns it into the engine's `Job`, [`start()`] leases a session
+//! and starts the work ([`crate::work`]); the outcome comes back as [`result`] JSON, streamed
 //! through [`sse`]. The OpenAI routes share these pieces.
 
 pub mod artifacts;
