@@ -7,12 +7,12 @@ use std::path::{Path, PathBuf};
 
 use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
 use audio_engine::lfm2_audio::{
-    AsrOptions, EngineError, Job as EngineJob, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions,
-    S2sRequest, Session, SessionOptions, StopReason, TickStats, TtsJob as EngineTtsJob, TtsOptions,
-    Voice,
+    AsrJob as EngineAsrJob, AsrOptions, EngineError, Job as EngineJob, Lfm2Audio, ModelOptions,
+    ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TickStats, TtsJob as EngineTtsJob,
+    TtsOptions, Voice,
 };
 use audio_engine::lfm2_audio::{
-    AudioInput, ModelPackage, PackagePaths, Quant, ReadOptions, SamplerConfig, DEFAULT_MAX_SECONDS,
+    AudioInput, ModelPackage, PackagePaths, Quant, SamplerConfig, DEFAULT_MAX_SECONDS,
     INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 use serde_json::Value;
@@ -181,57 +181,30 @@ impl Model {
         self.model.reply_format().language
     }
 
-    /// Transcribes `audio`, in chunks of `chunk_seconds` when given (chunk texts joined by a
-    /// space); `keep_going` is asked before each chunk and between decode steps within one, and
-    /// stops the run when it says no (`Ok(None)`).
+    /// Transcribes `job.audio` through the engine's ASR job (in chunks of `chunk_seconds` when
+    /// given, their texts joined by a space); `keep_going` is asked before each chunk and
+    /// between decode steps within one, and stops the run when it says no (`Ok(None)`).
     pub fn asr(
         &self,
-        audio: &AudioInput,
-        max_tokens: usize,
-        chunk_seconds: Option<f64>,
+        job: AsrJob,
         keep_going: &dyn Fn() -> bool,
     ) -> Result<Option<String>, Failure> {
-        let opts = AsrOptions {
-            max_new_tokens: max_tokens,
-            ..AsrOptions::default()
-        };
-        let mut session = self.task_session();
-        // why: the sink is asked between decode steps, so a cancel raised from another thread
-        // stops a long chunk within one step instead of after it.
-        let chunk = |session: &mut Session, samples: &[f32]| {
-            session
-                .asr_with(samples, &opts, &mut |_| keep_going())
-                .map(|r| (r.stop != StopReason::Stopped).then_some(r.text))
-                .map_err(failure)
-        };
-        let Some(seconds) = chunk_seconds else {
-            if !keep_going() {
-                return Ok(None);
-            }
-            let samples = self.model.read_audio(audio).map_err(failure)?;
-            return chunk(&mut session, &samples);
-        };
-        let read = ReadOptions {
-            max_seconds: f64::INFINITY,
-        };
-        let samples = audio
-            .samples_16k(&read)
-            .map_err(|e| failure(EngineError::Audio(e)))?;
-        let per_chunk = ((seconds * f64::from(INPUT_RATE)).round() as usize).max(1);
-        let mut texts = Vec::new();
-        for piece in samples.chunks(per_chunk) {
-            if !keep_going() {
-                return Ok(None);
-            }
-            let Some(text) = chunk(&mut session, piece)? else {
-                return Ok(None);
-            };
-            let t = text.trim();
-            if !t.is_empty() {
-                texts.push(t.to_owned());
-            }
-        }
-        Ok(Some(texts.join(" ")))
+        let job = EngineJob::Asr(EngineAsrJob {
+            audio: job.audio,
+            options: AsrOptions {
+                max_new_tokens: job.max_tokens,
+                ..AsrOptions::default()
+            },
+            chunk_seconds: job.chunk_seconds,
+        });
+        // why a cancel check besides the sink: the sink hears only text, so a cancel raised
+        // during a chunk's encode, or in a chunk that decodes no text, would wait for the next
+        // text; the check is asked before each chunk too.
+        let o = self
+            .task_session()
+            .run_cancellable(&job, keep_going, &mut |_| true)
+            .map_err(failure)?;
+        Ok((!o.cancelled).then_some(o.text))
     }
 
     /// Speaks `job.text`, handing each piece of audio to `sink` as it is produced, and the text
@@ -284,6 +257,17 @@ impl Model {
             },
         ))
     }
+}
+
+/// An ASR request, typed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AsrJob {
+    /// The audio, as the caller's samples.
+    pub audio: AudioInput,
+    /// Most text tokens (per chunk).
+    pub max_tokens: usize,
+    /// Chunk length when the audio is split.
+    pub chunk_seconds: Option<f64>,
 }
 
 /// A TTS request, typed.

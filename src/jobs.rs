@@ -3,22 +3,11 @@
 
 use audio_engine::lfm2_audio::{AudioInput, Voice};
 
-use crate::engine::{self, Blob, Kind, S2sJob, TtsJob};
+use crate::engine::{self, AsrJob, Blob, Kind, S2sJob, TtsJob};
 use crate::options::{request_options, AudioChunkMode, RequestOptions, SessionSettings};
 use crate::request::{InArtifact, Pcm, Request, ARTIFACT_KINDS, KIND_ACOUSTIC_TOKENS, KIND_CUSTOM};
 use crate::status::{AbiError, AbiResult};
 use crate::vocab::{Task, FAMILY};
-
-/// An ASR run.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AsrJob {
-    /// The audio, as the caller's samples.
-    pub audio: AudioInput,
-    /// Most text tokens (per chunk).
-    pub max_tokens: usize,
-    /// Chunk length when the audio is split.
-    pub chunk_seconds: Option<f64>,
-}
 
 /// A checked request for one task.
 #[derive(Debug, Clone, PartialEq)]

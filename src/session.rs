@@ -186,11 +186,7 @@ impl SessionHandle {
         let out = match job {
             Job::Asr(j) => {
                 let stop = || !self.cancel.load(Ordering::SeqCst);
-                match st
-                    .engine
-                    .asr(&j.audio, j.max_tokens, j.chunk_seconds, &stop)
-                    .map_err(abi)?
-                {
+                match st.engine.asr(j, &stop).map_err(abi)? {
                     Some(text) => Output {
                         text: Some(text),
                         ended: true,

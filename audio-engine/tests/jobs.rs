@@ -233,3 +233,61 @@ fn a_cancel_keeps_what_the_sink_accepted_and_chunked_asr_joins_its_pieces() {
         ));
     }
 }
+
+#[test]
+fn the_cancel_check_is_asked_before_each_asr_piece_and_stops_there() {
+    let e = engine(Quant::F32);
+    let samples = input_signal();
+    assert!(
+        samples.len() > 8_000,
+        "the signal has a second piece of 0.5 s"
+    );
+    let opts = AsrOptions {
+        max_new_tokens: 8,
+        ..Default::default()
+    };
+    let job = |chunk_seconds| {
+        Job::Asr(AsrJob {
+            audio: AudioInput::mono_16k(samples.clone()),
+            options: opts.clone(),
+            chunk_seconds,
+        })
+    };
+    // A check that says no at once: nothing runs, in one pass or in pieces.
+    for chunk_seconds in [None, Some(0.5)] {
+        let mut events = 0;
+        let o = e
+            .run_cancellable(&job(chunk_seconds), &|| false, &mut |_| {
+                events += 1;
+                true
+            })
+            .unwrap();
+        assert!(o.cancelled && !o.ended && o.tokens.is_empty() && events == 0);
+    }
+    // The first piece alone, and the events it hands over (each asks the check once).
+    let mut first_events = 0;
+    let first = e
+        .asr_with(&samples[..8_000], &opts, &mut |_| {
+            first_events += 1;
+            true
+        })
+        .unwrap();
+    // A check that says yes before the first piece and at each of its events, then no: the
+    // sink never refuses, so only the check before the second piece can stop the run there.
+    let asked = std::cell::Cell::new(0usize);
+    let keep_going = || {
+        asked.set(asked.get() + 1);
+        asked.get() <= 1 + first_events
+    };
+    let o = e
+        .run_cancellable(&job(Some(0.5)), &keep_going, &mut |_| true)
+        .unwrap();
+    assert_eq!(
+        asked.get(),
+        first_events + 2,
+        "asked once more, before piece two"
+    );
+    assert!(o.cancelled && !o.ended);
+    assert_eq!(o.tokens, first.tokens, "the second piece decoded nothing");
+    assert_eq!(o.text, first.text.trim());
+}

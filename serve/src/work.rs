@@ -1,9 +1,10 @@
 //! The blocking engine work of a request, on a `spawn_blocking` thread: the leased session (S2S)
 //! or its model (ASR, TTS) runs the engine's [`Job`]
 //! ([`Session::run`](audio_engine::lfm2_audio::Session::run)) and reports
-//! events and the outcome through a channel. A closed channel (the client went away) or the
-//! server's hard stop makes the sink return false, which stops generation at the next event;
-//! the lease then gives the session back.
+//! events and the outcome through a channel. A closed channel (the client went away) makes the
+//! sink return false and the server's hard stop the engine's cancel check, either of which
+//! stops generation at the next event (the hard stop also before each ASR chunk); the lease
+//! then gives the session back.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -55,15 +56,18 @@ pub fn spawn(
     tokio::task::spawn_blocking(move || {
         let t0 = Instant::now();
         let forward = !matches!(job, Job::Asr(_));
-        let mut sink = |ev: ReplyEvent| {
-            !stop.load(Ordering::Relaxed) && (!forward || tx.blocking_send(Msg::Event(ev)).is_ok())
-        };
+        // why the stop as the engine's cancel check, not only in the sink: it is then also
+        // asked before each ASR chunk, whose encode hands over no event.
+        let keep_going = || !stop.load(Ordering::Relaxed);
+        let mut sink = |ev: ReplyEvent| !forward || tx.blocking_send(Msg::Event(ev)).is_ok();
         let (affine, slot) = (lease.affine, lease.index());
         // why ASR and TTS on the model: a one-shot session leaves this slot's conversation
         // caches and its prefill ahead alone.
         let res = match job {
-            Job::S2s(_) => lease.session().run(&job, &mut sink),
-            _ => lease.model().run(&job, &mut sink),
+            Job::S2s(_) => lease
+                .session()
+                .run_cancellable(&job, &keep_going, &mut sink),
+            _ => lease.model().run_cancellable(&job, &keep_going, &mut sink),
         };
         let res = res.map(|outcome| Finished {
             outcome,

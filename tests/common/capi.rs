@@ -72,9 +72,13 @@ extern "C" {
         out_text: *mut *const c_char,
         out_language: *mut *const c_char,
     ) -> c_int;
+    pub fn lfm2e_session_cancel(session: *const Opaque) -> c_int;
+    pub fn lfm2e_session_was_cancelled(session: *const Opaque) -> c_int;
 }
 
 pub const INVALID_ARGUMENT: c_int = 1;
+/// `AUDIOCPP_ERR_RUNTIME`.
+pub const RUNTIME: c_int = 4;
 /// `AUDIOCPP_ERR_OUT_OF_MEMORY`.
 pub const OUT_OF_MEMORY: c_int = 5;
 /// `AUDIOCPP_ARTIFACT_CUSTOM`.

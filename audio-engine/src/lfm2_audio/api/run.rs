@@ -10,10 +10,11 @@ use crate::lfm2_audio::tasks::asr::StopReason;
 use super::job::{AsrJob, Job};
 use super::outcome::Outcome;
 
-/// A sink that remembers a stop: once it said no, later events (a vocoder's tail after a
-/// cancel) are not delivered.
+/// A sink that remembers a stop: once it or the caller's cancel check said no, later events (a
+/// vocoder's tail after a cancel) are not delivered.
 struct Guarded<'a> {
     sink: &'a mut dyn FnMut(ReplyEvent) -> bool,
+    keep_going: &'a dyn Fn() -> bool,
     stopped: bool,
     /// Samples of the audio events the sink accepted: the result's audio is their
     /// concatenation, so after a cancel it is cut to this length.
@@ -21,8 +22,16 @@ struct Guarded<'a> {
 }
 
 impl Guarded<'_> {
+    /// Whether to go on: false once the sink said no or the cancel check says so.
+    fn keep_going(&mut self) -> bool {
+        if !self.stopped && !(self.keep_going)() {
+            self.stopped = true;
+        }
+        !self.stopped
+    }
+
     fn offer(&mut self, ev: ReplyEvent) -> bool {
-        if self.stopped {
+        if !self.keep_going() {
             return false;
         }
         let samples = match &ev {
@@ -46,6 +55,16 @@ impl Lfm2Audio {
         job: &Job,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<Outcome, EngineError> {
+        self.run_cancellable(job, &|| true, sink)
+    }
+
+    /// [`Lfm2Audio::run`] with a cancel check, as [`Session::run_cancellable`] takes it.
+    pub fn run_cancellable(
+        &self,
+        job: &Job,
+        keep_going: &dyn Fn() -> bool,
+        sink: &mut dyn FnMut(ReplyEvent) -> bool,
+    ) -> Result<Outcome, EngineError> {
         let mut s = Session::new(
             self.clone(),
             SessionOptions {
@@ -56,7 +75,7 @@ impl Lfm2Audio {
                 prefill_head: false,
             },
         );
-        s.run(job, sink)
+        s.run_cancellable(job, keep_going, sink)
     }
 }
 
@@ -72,8 +91,23 @@ impl Session {
         job: &Job,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<Outcome, EngineError> {
+        self.run_cancellable(job, &|| true, sink)
+    }
+
+    /// [`Session::run`] with the caller's cancel check: `keep_going` is asked before every
+    /// event and before each stretch of work that hands over no event first (the ASR pass,
+    /// each ASR piece), and a no stops the run as the sink's does. A cancel raised from
+    /// another thread is so noticed between decode steps and before each piece, also in a
+    /// piece that decodes no text; a sink alone is only asked when an event comes.
+    pub fn run_cancellable(
+        &mut self,
+        job: &Job,
+        keep_going: &dyn Fn() -> bool,
+        sink: &mut dyn FnMut(ReplyEvent) -> bool,
+    ) -> Result<Outcome, EngineError> {
         let mut g = Guarded {
             sink,
+            keep_going,
             stopped: false,
             accepted_audio: 0,
         };
@@ -114,11 +148,15 @@ impl Session {
         g: &mut Guarded<'_>,
         o: &mut Outcome,
     ) -> Result<(), EngineError> {
-        let mut text_sink = |t: &str| g.offer(ReplyEvent::Text(t.to_owned()));
         let Some(seconds) = j.chunk_seconds else {
+            if !g.keep_going() {
+                return Ok(());
+            }
             let samples = self.model().read_audio(&j.audio)?;
             o.input_seconds = samples.len() as f64 / f64::from(INPUT_SAMPLE_RATE);
-            let r = self.asr_with(&samples, &j.options, &mut text_sink)?;
+            let r = self.asr_with(&samples, &j.options, &mut |t| {
+                g.offer(ReplyEvent::Text(t.to_owned()))
+            })?;
             o.text = r.text;
             o.steps = r.tokens.len();
             o.tokens = r.tokens;
@@ -142,7 +180,14 @@ impl Session {
         let mut texts = Vec::new();
         o.ended = true;
         for piece in samples.chunks(per_piece) {
-            let r = self.asr_with(piece, &j.options, &mut text_sink)?;
+            // why here too: a piece's encode and prefill hand over no event, and a piece may
+            // decode no text at all, so a cancel would otherwise wait for the next text.
+            if !g.keep_going() {
+                break;
+            }
+            let r = self.asr_with(piece, &j.options, &mut |t| {
+                g.offer(ReplyEvent::Text(t.to_owned()))
+            })?;
             o.steps += r.tokens.len();
             o.tokens.extend_from_slice(&r.tokens);
             o.prompt_positions = r.prompt_positions;

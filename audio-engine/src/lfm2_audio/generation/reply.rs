@@ -17,8 +17,8 @@ use crate::ggml::StreamGuard;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::scheduler::{OwnedPosition, StepFailed, StepIntent};
 use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position};
-use crate::lfm2_audio::model::depthformer::scheduler::FrameIntent;
 use crate::lfm2_audio::model::backbone::{BatchCompute, Rows};
+use crate::lfm2_audio::model::depthformer::scheduler::FrameIntent;
 use crate::lfm2_audio::model::depthformer::{FrameJob, FrameRows};
 use crate::lfm2_audio::model::engine::{prefill_blocks, Lfm2Audio};
 use crate::lfm2_audio::text::prompt::Prompt;
@@ -513,10 +513,10 @@ impl<'m> Framer<'m> {
             return Ok(out.pop().ok_or_else(lost_frame)??);
         }
         let (rows, sampler) = self.state.take().ok_or_else(lost_frame)?;
-        let done = self
-            .model
-            .frame_scheduler()
-            .frame(intent, depth, rows, hidden.to_vec(), sampler);
+        let done =
+            self.model
+                .frame_scheduler()
+                .frame(intent, depth, rows, hidden.to_vec(), sampler);
         self.state = Some((done.rows, done.sampler));
         Ok(done.codes?)
     }

@@ -1,0 +1,26 @@
+//! audio.cpp's task routes: `POST /v1/tasks/run` and `POST /v1/tasks/stream`, with its request
+//! JSON (`{"model", "request": {...}, "busy_timeout_ms"?, "stream_format"?}`), result JSON and
+//! stream events. A request goes down once: the handler ([`run()`], [`stream()`]) parses the
+//! body ([`body`]), [`prepare()`] turns it into the engine's `Job`, [`start()`] leases a session
+//! and starts the work ([`crate::work`]); the outcome comes back as [`result`] JSON, streamed
+//! through [`sse`]. The OpenAI routes share these pieces.
+
+pub mod artifacts;
+pub mod body;
+pub mod fields;
+pub mod prepare;
+pub mod result;
+pub mod run;
+pub mod sse;
+pub mod start;
+pub mod stream;
+
+pub use artifacts::{artifact_json, artifacts_in, declared_artifacts, string_meta};
+pub use body::{parse_json, ArtifactIn, TaskBody, TaskRequest};
+pub use fields::{conversation_key, max_tokens, parse_voice, sampler};
+pub use prepare::{check_body, prepare, prepare_for, Prepared};
+pub use result::{event_json, record, result_json};
+pub use run::run;
+pub use sse::{body_stream, sse_frame, sse_response, SseCtx};
+pub use start::start;
+pub use stream::stream;
