@@ -6,7 +6,9 @@
 //!
 //! The model's compute threads are one budget for all its sessions
 //! (`ModelOptions::max_compute_threads`): sessions that each compute on two threads, on a model
-//! of two, never have more than two threads computing at once, and keep their bytes.
+//! of two, never have more than two threads computing at once, and keep their bytes; that
+//! model batches its replies' steps and frames (`max_batch` 4), and the sessions' steps share
+//! ticks.
 
 mod common;
 
@@ -269,7 +271,7 @@ fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
 }
 
 #[test]
-fn sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_each_alone() {
+fn batched_sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_each_alone() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let e = Lfm2Audio::from_package(
         audio_engine::lfm2_audio::internals::package::ModelPackage::open_paths(package(
@@ -279,6 +281,9 @@ fn sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_e
         ModelOptions {
             n_threads: 2,
             max_compute_threads: 2,
+            // why batched: this test checks the step and frame ticks too (the other test
+            // covers the unbatched default).
+            max_batch: 4,
             ..Default::default()
         },
     )
