@@ -271,7 +271,8 @@ fn four_sessions_on_one_model_compute_at_once_with_the_bytes_of_each_alone() {
 }
 
 #[test]
-fn batched_sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_each_alone() {
+fn batched_sessions_never_compute_on_more_threads_than_the_model_has_with_the_bytes_of_each_alone()
+{
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let e = Lfm2Audio::from_package(
         audio_engine::lfm2_audio::internals::package::ModelPackage::open_paths(package(

@@ -489,6 +489,33 @@ impl Turn {
 }
 
 /// Runs the whole conversation in a fresh session, carrying the history as a client does.
+/// Turn `t`'s request: the question with the conversation so far, as a client carries it.
+fn turn_request(a: &Args, history: &[Artifact], q: &[u8], t: usize) -> S2sRequest {
+    S2sRequest {
+        question: q.to_vec().into(),
+        history: history.to_vec(),
+        return_codes: true,
+        s2s: S2sOptions {
+            max_new_tokens: a.steps as usize,
+            text: SamplerConfig::GREEDY,
+            audio: SamplerConfig::s2s_audio(7 + t as u64),
+            ..Default::default()
+        },
+    }
+}
+
+/// Adds a finished turn (its question and reply artifact) to the history the client carries.
+fn remember_turn(history: &mut Vec<Artifact>, q: &[u8], reply: Option<Artifact>) -> Result<()> {
+    history.push(Artifact {
+        id: QUESTION_ID.to_owned(),
+        kind: ArtifactKind::Custom,
+        payload: q.to_vec(),
+        meta: BTreeMap::new(),
+    });
+    history.push(reply.context("no reply artifact despite return_codes")?);
+    Ok(())
+}
+
 fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Vec<Turn>> {
     let mut session = Session::new(
         model.clone(),
@@ -507,17 +534,7 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
         // for it stands for that time, and the work's own time is reported apart (columns
         // "ahead"; `--no-prefill-head` for a cold first turn).
         let ahead = session.wait_background().cloned();
-        let req = S2sRequest {
-            question: q.clone().into(),
-            history: history.clone(),
-            return_codes: true,
-            s2s: S2sOptions {
-                max_new_tokens: a.steps as usize,
-                text: SamplerConfig::GREEDY,
-                audio: SamplerConfig::s2s_audio(7 + t as u64),
-                ..Default::default()
-            },
-        };
+        let req = turn_request(a, &history, q, t);
         let meter = LoadMeter::start();
         let r = session
             .s2s(&req)
@@ -540,16 +557,7 @@ fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Ve
             turn.load.wait
         );
         turns.push(turn);
-        history.push(Artifact {
-            id: QUESTION_ID.to_owned(),
-            kind: ArtifactKind::Custom,
-            payload: q.clone(),
-            meta: BTreeMap::new(),
-        });
-        history.push(
-            r.artifact
-                .context("no reply artifact despite return_codes")?,
-        );
+        remember_turn(&mut history, q, r.artifact)?;
     }
     Ok(turns)
 }

@@ -23,13 +23,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
-use audio_engine::ggml::Backend;
-use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
-use audio_engine::lfm2_audio::internals::backbone::{Backbone, BatchCompute, Position, Rows, Step};
-use audio_engine::lfm2_audio::internals::backbone_config::Lfm2Backbone;
-use audio_engine::lfm2_audio::{
-    Lfm2Audio, ReplyEvent, S2sOptions, S2sRequest, SamplerConfig, Session, SessionOptions,
-};
+use audio_engine::lfm2_audio::conversation::Artifact;
+use audio_engine::lfm2_audio::{step_anchor, Lfm2Audio, ReplyEvent, Session, SessionOptions};
 use serde_json::{json, Value};
 
 use super::{median, mib, self_exe, status_bytes, Args, Lcg};
@@ -70,17 +65,7 @@ fn conversation(
     let mut turns = Vec::new();
     for (t, q) in questions.iter().enumerate() {
         session.wait_background();
-        let req = S2sRequest {
-            question: q.clone().into(),
-            history: history.clone(),
-            return_codes: true,
-            s2s: S2sOptions {
-                max_new_tokens: a.steps as usize,
-                text: SamplerConfig::GREEDY,
-                audio: SamplerConfig::s2s_audio(7 + t as u64),
-                ..Default::default()
-            },
-        };
+        let req = super::turn_request(a, &history, q, t);
         let start = t0.elapsed().as_secs_f64();
         let mut stream = session
             .s2s_stream(&req)
@@ -112,16 +97,7 @@ fn conversation(
             audio_events,
             digest,
         });
-        history.push(Artifact {
-            id: QUESTION_ID.to_owned(),
-            kind: ArtifactKind::Custom,
-            payload: q.clone(),
-            meta: BTreeMap::new(),
-        });
-        history.push(
-            r.artifact
-                .context("no reply artifact despite return_codes")?,
-        );
+        super::remember_turn(&mut history, q, r.artifact)?;
     }
     Ok(turns)
 }
@@ -279,41 +255,18 @@ fn child(args: &[String]) -> Result<Value> {
 
 /// (child) The batched backbone step alone at each width: median seconds per step.
 pub fn steps_child(a: &Args, backbone: &Path) -> Result<()> {
-    let be = Backend::cpu()?;
-    be.set_n_threads(a.threads as usize)?;
-    let bb = Backbone::load(Lfm2Backbone::open(backbone)?, &be)?;
-    let compute = BatchCompute::new(be.new_instance()?)?;
-    compute.backend().set_n_threads(a.threads as usize)?;
-    let mut out = Vec::new();
-    for &w in &a.sweep {
-        let w = w as usize;
-        let mut caches = (0..w)
-            .map(|_| bb.new_cache(ANCHOR_PROMPT + ANCHOR_STEPS + 2))
-            .collect::<Result<Vec<_>, _>>()?;
-        for (s, c) in caches.iter_mut().enumerate() {
-            let p: Vec<Position<'_>> = (0..ANCHOR_PROMPT as u32)
-                .map(|i| Position::Text(5 + i + s as u32))
-                .collect();
-            bb.forward(c, &p, Rows::None, false)?;
-        }
-        let mut times = Vec::new();
-        for k in 0..=ANCHOR_STEPS {
-            let mut steps: Vec<Step<'_, '_>> = caches
-                .iter_mut()
-                .map(|c| Step {
-                    cache: c,
-                    position: Position::Text(7 + k as u32),
-                    logits: true,
-                })
-                .collect();
-            let t = Instant::now();
-            bb.forward_steps(&compute, &mut steps)?;
-            if k > 0 {
-                times.push(t.elapsed().as_secs_f64());
-            }
-        }
-        out.push(json!({"width": w, "step_s": median(&times)}));
-    }
+    let widths: Vec<usize> = a.sweep.iter().map(|&w| w as usize).collect();
+    let times = step_anchor::batched_step_seconds(
+        backbone,
+        &widths,
+        a.threads as usize,
+        ANCHOR_PROMPT,
+        ANCHOR_STEPS,
+    )?;
+    let out: Vec<Value> = times
+        .into_iter()
+        .map(|(w, s)| json!({"width": w, "step_s": s}))
+        .collect();
     println!("SWEEP_RESULT {}", json!({ "widths": out }));
     Ok(())
 }

@@ -67,9 +67,9 @@ async fn eight_clients_five_turns_then_overload() {
         .unwrap();
     let mut s = settings();
     s.slots = 2;
-    // why: the two slots' replies batch their steps (`--batch`; the default runs each alone).
+    // why: the two slots' replies batch their steps (`--batch 8`; the default runs each alone).
     s.batch = 8;
-    let srv = server_with(s).await;
+    let srv = server_on(s, batched_model).await;
     let stream_url = url(&srv, "/v1/tasks/stream");
     let t0 = Instant::now();
     let mut tasks = Vec::new();

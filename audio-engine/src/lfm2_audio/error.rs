@@ -117,12 +117,12 @@ impl EngineError {
     pub fn ggml_error(&self) -> Option<&GgmlError> {
         match self {
             EngineError::Backend(g)
-            | EngineError::Backbone(BackboneError::Ggml(g))
             | EngineError::Encoder(EncodeError::Ggml(g))
-            | EngineError::Depthformer(DepthError::Ggml(g))
-            | EngineError::Detokenizer(
-                DetokenizerError::Ggml(g) | DetokenizerError::Backbone(BackboneError::Ggml(g)),
-            ) => Some(g),
+            | EngineError::Detokenizer(DetokenizerError::Ggml(g)) => Some(g),
+            EngineError::Backbone(b) | EngineError::Detokenizer(DetokenizerError::Backbone(b)) => {
+                backbone_ggml(b)
+            }
+            EngineError::Depthformer(d) => depth_ggml(d),
             _ => None,
         }
     }
@@ -157,5 +157,24 @@ impl From<BackboneError> for EngineError {
             BackboneError::Capacity { .. } => EngineError::Capacity(e.to_string()),
             other => EngineError::Backbone(other),
         }
+    }
+}
+
+/// The ggml error under a backbone error, through the batched tick it may have failed in.
+fn backbone_ggml(e: &BackboneError) -> Option<&GgmlError> {
+    match e {
+        BackboneError::Ggml(g) => Some(g),
+        BackboneError::Batch(inner) => backbone_ggml(inner),
+        _ => None,
+    }
+}
+
+/// The ggml error under a depthformer error, through the batched frame it may have failed in.
+fn depth_ggml(e: &DepthError) -> Option<&GgmlError> {
+    match e {
+        DepthError::Ggml(g) => Some(g),
+        DepthError::Batch(inner) => depth_ggml(inner),
+        DepthError::Backbone(b) => backbone_ggml(b),
+        _ => None,
     }
 }

@@ -89,6 +89,9 @@ pub use tooling::convert::convert as convert_checkpoint;
 pub use tooling::convert::{ConvertError, NoProgress, Progress};
 #[cfg(feature = "testkit")]
 pub use tooling::demo::{default_demo_dir, ensure_demo_package, load_demo, DEMO_MODEL};
+/// The batched backbone step timed alone, for the bench (feature `testkit`).
+#[cfg(feature = "testkit")]
+pub use tooling::step_anchor;
 /// Deterministic synthetic checkpoints in the published layout (feature `testkit`).
 #[cfg(feature = "testkit")]
 pub use tooling::synthetic;

@@ -31,6 +31,24 @@ pub fn model() -> Lfm2Audio {
     .clone()
 }
 
+/// The demo package loaded once more, batching its replies' steps (`max_batch` 8, what
+/// `--batch 8` gives a server that loads its model itself).
+pub fn batched_model() -> Lfm2Audio {
+    static M: OnceLock<Lfm2Audio> = OnceLock::new();
+    M.get_or_init(|| {
+        load_demo(
+            &default_demo_dir(),
+            ModelOptions {
+                n_threads: 1,
+                max_batch: 8,
+                ..ModelOptions::default()
+            },
+        )
+        .expect("loading the demo package")
+    })
+    .clone()
+}
+
 /// A copy of the demo package whose audio-code embedding table (in the mmproj file) is all NaN.
 ///
 /// It loads, and everything before the first audio frame is fed back runs as on the demo

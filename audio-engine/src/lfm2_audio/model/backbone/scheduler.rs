@@ -161,6 +161,10 @@ impl StepScheduler {
                 .zip(outputs)
                 .map(|(p, out)| Ok((p.cache, out)))
                 .collect(),
+            Err(error) if jobs.len() == 1 => {
+                let cache = jobs.pop().map(|p| p.cache);
+                vec![Err(Box::new(StepFailed { cache, error }))]
+            }
             Err(e) => {
                 let e = Arc::new(e);
                 jobs.into_iter()

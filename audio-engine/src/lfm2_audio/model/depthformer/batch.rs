@@ -47,7 +47,8 @@ impl Depthformer {
 
     /// One frame for each job, as [`Depthformer::frame`] gives it alone, computed together:
     /// one result per job, in order. A job whose input is bad or whose sampling fails gets its
-    /// error and the others go on; a failed compute fails every job still running.
+    /// error and the others go on; a failed compute fails every job still running (with
+    /// [`DepthError::Batch`], or the cause itself when one job was running).
     pub fn frames(&self, compute: &BatchCompute, jobs: &mut [FrameJob<'_>]) -> Vec<R<Vec<u32>>> {
         let c = self.codebooks();
         let mut results: Vec<Option<R<Vec<u32>>>> = jobs
@@ -62,6 +63,10 @@ impl Depthformer {
             }
             let logits = match self.step(compute, jobs, &codes, &active, i) {
                 Ok(l) => l,
+                Err(e) if active.len() == 1 => {
+                    results[active[0]] = Some(Err(e));
+                    break;
+                }
                 Err(e) => {
                     let e = Arc::new(e);
                     for &j in &active {
