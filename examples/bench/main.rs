@@ -489,6 +489,19 @@ impl Turn {
 }
 
 /// Runs the whole conversation in a fresh session, carrying the history as a client does.
+/// A session as the conversation runs it: the bench's threads, its head prefilled unless
+/// `--no-prefill-head`.
+fn bench_session(model: &Lfm2Audio, a: &Args) -> Session {
+    Session::new(
+        model.clone(),
+        SessionOptions {
+            n_threads: Some(a.threads as usize),
+            prefill_head: !a.no_prefill_head,
+            ..Default::default()
+        },
+    )
+}
+
 /// Turn `t`'s request: the question with the conversation so far, as a client carries it.
 fn turn_request(a: &Args, history: &[Artifact], q: &[u8], t: usize) -> S2sRequest {
     S2sRequest {
@@ -517,14 +530,7 @@ fn remember_turn(history: &mut Vec<Artifact>, q: &[u8], reply: Option<Artifact>)
 }
 
 fn conversation(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>]) -> Result<Vec<Turn>> {
-    let mut session = Session::new(
-        model.clone(),
-        SessionOptions {
-            n_threads: Some(a.threads as usize),
-            prefill_head: !a.no_prefill_head,
-            ..Default::default()
-        },
-    );
+    let mut session = bench_session(model, a);
     let mut history: Vec<Artifact> = Vec::new();
     let mut turns = Vec::new();
     for (t, q) in questions.iter().enumerate() {

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
 use audio_engine::lfm2_audio::conversation::Artifact;
-use audio_engine::lfm2_audio::{step_anchor, Lfm2Audio, ReplyEvent, Session, SessionOptions};
+use audio_engine::lfm2_audio::{step_anchor, Lfm2Audio, ReplyEvent};
 use serde_json::{json, Value};
 
 use super::{median, mib, self_exe, status_bytes, Args, Lcg};
@@ -53,14 +53,7 @@ fn conversation(
     delay: Duration,
 ) -> Result<Vec<TurnTrace>> {
     std::thread::sleep(delay);
-    let mut session = Session::new(
-        model.clone(),
-        SessionOptions {
-            n_threads: Some(a.threads as usize),
-            prefill_head: !a.no_prefill_head,
-            ..Default::default()
-        },
-    );
+    let mut session = super::bench_session(model, a);
     let mut history: Vec<Artifact> = Vec::new();
     let mut turns = Vec::new();
     for (t, q) in questions.iter().enumerate() {
