@@ -208,7 +208,11 @@ fn run_point(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>], n: usize) -> Re
         ttfa,
         text_step: median(&all.iter().filter_map(|t| t.text_step).collect::<Vec<_>>())
             .unwrap_or(f64::NAN),
-        mean_width: (after.steps - before.steps) as f64 / ticks.max(1) as f64,
+        // why NaN: unbatched (`--batch 1`) no tick runs, and a width of 0 would read as a value.
+        mean_width: match ticks {
+            0 => f64::NAN,
+            t => (after.steps - before.steps) as f64 / t as f64,
+        },
         gap_in_prefill,
         gap_elsewhere,
         peak_rss_over_model: peak.load(Ordering::Relaxed).saturating_sub(rss_model),
