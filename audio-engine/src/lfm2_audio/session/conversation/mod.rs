@@ -8,11 +8,13 @@
 //!
 //! This module is pure data and validation: [`artifact`] writes and reads reply artifacts,
 //! [`history`] reads a request's turns and tracks the limit, [`prompt`] lays out the prompt,
-//! and the functions here read the request options and which task takes what.
+//! [`truncate`] cuts a reply where its listener interrupted it, and the functions here read the
+//! request options and which task takes what.
 
 pub mod artifact;
 pub mod history;
 pub mod prompt;
+pub mod truncate;
 
 use std::collections::BTreeMap;
 
@@ -28,6 +30,7 @@ pub use history::{
     check_room, read_history, ConversationBudget, History, HistoryConfig, Turn, CONVERSATION_LIMIT,
 };
 pub use prompt::ChatMarkup;
+pub use truncate::{reply_audio_ms, truncate_reply, FRAME_MS};
 
 /// The request option that makes a result return its reply artifact.
 pub const RETURN_CODES: &str = "return_codes";
