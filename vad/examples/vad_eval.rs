@@ -13,7 +13,8 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use common::{Utterance, LABEL_FRAME, RATE};
 use voice_activity::{
-    Classifier, EarshotClassifier, EnergyClassifier, Segmenter, VadConfig, VadEvent,
+    Classifier, EarshotClassifier, EnergyClassifier, Segmenter, SileroClassifier, SileroWeights,
+    VadConfig, VadEvent,
 };
 
 const CONDITIONS: [&str; 7] = [
@@ -265,7 +266,9 @@ fn main() -> Result<()> {
         nonspeech_min,
         voice_activity::MIN_SPEECH_MS,
     );
-    let (mut main_rows, mut webrtc_rows, mut earshot_rows) = (Vec::new(), Vec::new(), Vec::new());
+    let silero_weights = SileroWeights::bundled();
+    let silero = || SileroClassifier::new(silero_weights.clone());
+    let (mut main_rows, mut webrtc_rows, mut threshold_rows) = (Vec::new(), Vec::new(), Vec::new());
     for condition in CONDITIONS {
         let (audio, rate) = common::read_wav(&dir.join(format!("{condition}.wav")))?;
         anyhow::ensure!(rate == RATE, "{condition}.wav: {rate} Hz, expected {RATE}");
@@ -295,6 +298,11 @@ fn main() -> Result<()> {
                 &utterances,
             ),
         )?;
+        run(
+            &mut main_rows,
+            "silero",
+            evaluate(silero, default, &audio, &frames, &utterances),
+        )?;
         for mode in 0u8..4 {
             for frame_ms in [10, 30] {
                 let make = || WebrtcClassifier::with_mode(mode, frame_ms);
@@ -313,16 +321,22 @@ fn main() -> Result<()> {
             };
             let name = format!("earshot, threshold {threshold}");
             run(
-                &mut earshot_rows,
+                &mut threshold_rows,
                 &name,
                 evaluate(EarshotClassifier::new, config, &audio, &frames, &utterances),
+            )?;
+            let name = format!("silero, threshold {threshold}");
+            run(
+                &mut threshold_rows,
+                &name,
+                evaluate(silero, config, &audio, &frames, &utterances),
             )?;
         }
     }
     for (title, rows) in [
         ("The candidates with the default settings", main_rows),
         ("WebRTC's modes and frame lengths", webrtc_rows),
-        ("earshot at other thresholds", earshot_rows),
+        ("earshot and silero at other thresholds", threshold_rows),
     ] {
         println!("\n{title}:\n\n{HEADER}");
         for line in rows {

@@ -2,9 +2,11 @@
 
 mod earshot_net;
 mod energy;
+mod silero;
 
 pub use earshot_net::EarshotClassifier;
 pub use energy::EnergyClassifier;
+pub use silero::{SileroClassifier, SileroWeights};
 
 /// A voice-activity classifier over fixed frames of 16 kHz mono audio.
 ///

@@ -14,4 +14,7 @@ pub enum VadError {
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A classifier's weight file is not what it expects.
+    #[error("invalid VAD weights: {0}")]
+    InvalidWeights(String),
 }

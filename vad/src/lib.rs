@@ -4,9 +4,11 @@
 //! chunk size), resamples it to 16 kHz, asks a [`Classifier`] for each frame's speech
 //! probability and turns the frames into [`VadEvent::SpeechStarted`] /
 //! [`VadEvent::SpeechStopped`] with OpenAI's `threshold`, `prefix_padding_ms` and
-//! `silence_duration_ms` ([`VadConfig`]). The default classifier is `earshot`, a small neural
-//! VAD in pure Rust, chosen on labelled espeak-ng speech in noise (BENCHMARKS.md, "Voice
-//! activity detection"); [`EnergyClassifier`] is the energy-threshold baseline.
+//! `silence_duration_ms` ([`VadConfig`]). The default classifier is Silero VAD
+//! ([`SileroClassifier`], run in plain Rust from weights embedded in the crate), chosen on
+//! labelled espeak-ng speech in noise over `earshot` ([`EarshotClassifier`]) and WebRTC's VAD
+//! (BENCHMARKS.md, "Voice activity detection"); [`EnergyClassifier`] is the energy-threshold
+//! baseline.
 #![forbid(unsafe_code)]
 
 mod classifier;
@@ -15,7 +17,9 @@ mod error;
 mod resample;
 mod segmenter;
 
-pub use classifier::{Classifier, EarshotClassifier, EnergyClassifier};
+pub use classifier::{
+    Classifier, EarshotClassifier, EnergyClassifier, SileroClassifier, SileroWeights,
+};
 pub use config::VadConfig;
 pub use error::VadError;
 pub use resample::{Resampler, CLASSIFIER_RATE};

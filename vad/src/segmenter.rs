@@ -1,6 +1,6 @@
 //! Turn segmentation: classifier frames to `SpeechStarted` / `SpeechStopped` events.
 
-use crate::classifier::{Classifier, EarshotClassifier};
+use crate::classifier::{Classifier, SileroClassifier};
 use crate::resample::{Resampler, CLASSIFIER_RATE};
 use crate::{VadConfig, VadError};
 
@@ -37,7 +37,7 @@ pub enum VadEvent {
 /// decides them is complete, so `SpeechStarted` lags the onset by `MIN_SPEECH_MS` plus up to a
 /// frame, and `SpeechStopped` lags the last speech by `silence_duration_ms` plus up to a frame
 /// (and, for rates other than 16 kHz, the resampler's 1 ms look-ahead).
-pub struct Segmenter<C: Classifier = EarshotClassifier> {
+pub struct Segmenter<C: Classifier = SileroClassifier> {
     config: VadConfig,
     resampler: Option<Resampler>,
     classifier: C,
@@ -64,11 +64,12 @@ struct TurnState {
     silence: u64,
 }
 
-impl Segmenter<EarshotClassifier> {
+impl Segmenter<SileroClassifier> {
     /// A segmenter for mono audio at `sample_rate` (16 kHz, 24 kHz and the other common rates
-    /// from 8 to 192 kHz) with the default classifier.
+    /// from 8 to 192 kHz) with the default classifier, Silero VAD (its weights are parsed once
+    /// per process and shared by all segmenters).
     pub fn new(config: VadConfig, sample_rate: u32) -> Result<Segmenter, VadError> {
-        Segmenter::with_classifier(config, sample_rate, EarshotClassifier::new())
+        Segmenter::with_classifier(config, sample_rate, SileroClassifier::default())
     }
 }
 

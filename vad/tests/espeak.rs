@@ -2,7 +2,9 @@
 
 mod common;
 
-use voice_activity::{Resampler, Segmenter, VadConfig, VadEvent};
+use voice_activity::{
+    EarshotClassifier, Resampler, Segmenter, SileroClassifier, VadConfig, VadEvent,
+};
 
 const UTTERANCES: [(&str, &str); 3] = [
     ("en-us", "What is the weather like in Paris today?"),
@@ -64,5 +66,45 @@ fn one_turn_per_utterance() {
             );
         }
         assert!(!segmenter.in_speech());
+    }
+}
+
+/// Each real classifier, not only the default, finds one espeak-ng utterance as one turn.
+#[test]
+fn each_classifier_finds_an_utterance() {
+    let Some((speech, rate)) = common::espeak("Could you turn the lights off, please?", "en-gb+f3")
+    else {
+        eprintln!("espeak-ng not on PATH: skipping the real-speech test");
+        return;
+    };
+    let mut audio = common::silence(rate as usize / 2);
+    audio.extend_from_slice(&speech);
+    audio.extend(common::silence(rate as usize));
+    let config = VadConfig::default();
+    let runs = [
+        (
+            "earshot",
+            Segmenter::with_classifier(config, rate, EarshotClassifier::new())
+                .unwrap()
+                .push(&audio),
+        ),
+        (
+            "silero",
+            Segmenter::with_classifier(config, rate, SileroClassifier::default())
+                .unwrap()
+                .push(&audio),
+        ),
+    ];
+    for (name, events) in runs {
+        assert!(
+            matches!(
+                events[..],
+                [
+                    VadEvent::SpeechStarted { .. },
+                    VadEvent::SpeechStopped { .. }
+                ]
+            ),
+            "{name}: {events:?}"
+        );
     }
 }
