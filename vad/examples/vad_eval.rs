@@ -120,10 +120,15 @@ fn percentile(sorted: &[i64], p: f64) -> Option<i64> {
     Some(sorted[rank])
 }
 
+/// The corpus audio as the segmenter gets it: the 16 kHz original or a copy resampled to the
+/// Realtime API's 24 kHz, with its rate.
+type Mic<'a> = (&'a [f32], u32);
+
 fn evaluate<C: Classifier>(
     mut make: impl FnMut() -> C,
     config: VadConfig,
     audio: &[f32],
+    mic: Mic,
     frames: &[bool],
     utterances: &[Utterance],
 ) -> Result<Scores> {
@@ -151,11 +156,12 @@ fn evaluate<C: Classifier>(
 
     // The segmenter, fed 10 ms at a time as a microphone would; each event with the time it
     // came out (the end of the chunk that completed it).
-    let mut segmenter = Segmenter::with_classifier(config, RATE, make())?;
+    let (mic_audio, mic_rate) = mic;
+    let mut segmenter = Segmenter::with_classifier(config, mic_rate, make())?;
     let mut events = Vec::new();
-    for chunk in audio.chunks(LABEL_FRAME) {
+    for chunk in mic_audio.chunks(mic_rate as usize / 100) {
         for event in segmenter.push(chunk) {
-            events.push((segmenter.samples_seen() * 1000 / u64::from(RATE), event));
+            events.push((segmenter.samples_seen() * 1000 / u64::from(mic_rate), event));
         }
     }
     let elapsed = started.elapsed().as_secs_f64();
@@ -272,6 +278,7 @@ fn main() -> Result<()> {
     for condition in CONDITIONS {
         let (audio, rate) = common::read_wav(&dir.join(format!("{condition}.wav")))?;
         anyhow::ensure!(rate == RATE, "{condition}.wav: {rate} Hz, expected {RATE}");
+        let mic: Mic = (&audio, RATE);
         let run = |rows: &mut Vec<String>, name: &str, scores: Result<Scores>| -> Result<()> {
             rows.push(row(condition, name, &scores?, nonspeech_min));
             Ok(())
@@ -279,13 +286,20 @@ fn main() -> Result<()> {
         run(
             &mut main_rows,
             "energy",
-            evaluate(|| EnergyClassifier, default, &audio, &frames, &utterances),
+            evaluate(
+                || EnergyClassifier,
+                default,
+                &audio,
+                mic,
+                &frames,
+                &utterances,
+            ),
         )?;
         let webrtc = || WebrtcClassifier::for_threshold(default.threshold, 10);
         run(
             &mut main_rows,
             "webrtc (mode 2, 10 ms)",
-            evaluate(webrtc, default, &audio, &frames, &utterances),
+            evaluate(webrtc, default, &audio, mic, &frames, &utterances),
         )?;
         run(
             &mut main_rows,
@@ -294,6 +308,7 @@ fn main() -> Result<()> {
                 EarshotClassifier::new,
                 default,
                 &audio,
+                mic,
                 &frames,
                 &utterances,
             ),
@@ -301,8 +316,20 @@ fn main() -> Result<()> {
         run(
             &mut main_rows,
             "silero",
-            evaluate(silero, default, &audio, &frames, &utterances),
+            evaluate(silero, default, &audio, mic, &frames, &utterances),
         )?;
+        // The Realtime API's rate: the segmenter resamples 24 kHz back to 16 kHz.
+        let mut audio_24k = Vec::new();
+        voice_activity::Resampler::new(RATE, 24_000)?.process(&audio, &mut audio_24k);
+        let at_24k = evaluate(
+            silero,
+            default,
+            &audio,
+            (&audio_24k, 24_000),
+            &frames,
+            &utterances,
+        );
+        run(&mut main_rows, "silero, 24 kHz input", at_24k)?;
         for mode in 0u8..4 {
             for frame_ms in [10, 30] {
                 let make = || WebrtcClassifier::with_mode(mode, frame_ms);
@@ -310,7 +337,7 @@ fn main() -> Result<()> {
                 run(
                     &mut webrtc_rows,
                     &name,
-                    evaluate(make, default, &audio, &frames, &utterances),
+                    evaluate(make, default, &audio, mic, &frames, &utterances),
                 )?;
             }
         }
@@ -323,13 +350,20 @@ fn main() -> Result<()> {
             run(
                 &mut threshold_rows,
                 &name,
-                evaluate(EarshotClassifier::new, config, &audio, &frames, &utterances),
+                evaluate(
+                    EarshotClassifier::new,
+                    config,
+                    &audio,
+                    mic,
+                    &frames,
+                    &utterances,
+                ),
             )?;
             let name = format!("silero, threshold {threshold}");
             run(
                 &mut threshold_rows,
                 &name,
-                evaluate(silero, config, &audio, &frames, &utterances),
+                evaluate(silero, config, &audio, mic, &frames, &utterances),
             )?;
         }
     }
