@@ -108,7 +108,8 @@ struct Scores {
     missed: usize,
     /// Turns without any labelled speech in them.
     false_starts: usize,
-    /// Classifier and segmenter time per second of audio.
+    /// The segmenter's time (resampling and classifier included) per second of audio: one
+    /// stream's cost.
     ms_per_audio_s: f64,
 }
 
@@ -132,7 +133,6 @@ fn evaluate<C: Classifier>(
     frames: &[bool],
     utterances: &[Utterance],
 ) -> Result<Scores> {
-    let started = Instant::now();
     // Frame decisions on the 10 ms label grid: a grid frame takes the decision of the
     // classifier frame holding its midpoint.
     let threshold = config.threshold;
@@ -157,6 +157,7 @@ fn evaluate<C: Classifier>(
     // The segmenter, fed 10 ms at a time as a microphone would; each event with the time it
     // came out (the end of the chunk that completed it).
     let (mic_audio, mic_rate) = mic;
+    let started = Instant::now();
     let mut segmenter = Segmenter::with_classifier(config, mic_rate, make())?;
     let mut events = Vec::new();
     for chunk in mic_audio.chunks(mic_rate as usize / 100) {
