@@ -9,7 +9,23 @@
 //! labelled espeak-ng speech in noise over `earshot` ([`EarshotClassifier`]) and WebRTC's VAD
 //! (BENCHMARKS.md, "Voice activity detection"); [`EnergyClassifier`] is the energy-threshold
 //! baseline.
+//!
+//! ```
+//! use voice_activity::{Segmenter, VadConfig, VadEvent};
+//!
+//! // One segmenter per Realtime session, fed the session's PCM16 as floats.
+//! let mut vad = Segmenter::new(VadConfig::default(), 24_000)?;
+//! for event in vad.push(&vec![0.0; 2_400]) {
+//!     match event {
+//!         VadEvent::SpeechStarted { audio_start_ms } => println!("speech from {audio_start_ms} ms"),
+//!         VadEvent::SpeechStopped { audio_end_ms } => println!("commit up to {audio_end_ms} ms"),
+//!     }
+//! }
+//! assert!(!vad.in_speech());
+//! # Ok::<(), voice_activity::VadError>(())
+//! ```
 #![forbid(unsafe_code)]
+#![warn(missing_docs)]
 
 mod classifier;
 mod config;
