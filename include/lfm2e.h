@@ -49,7 +49,7 @@ AUDIOCPP_API audiocpp_status lfm2e_session_cache_figures(const audiocpp_session 
 
 /* What the model's step scheduler has run. A model batches its sessions' single-position
  * steps while at least LFM2_BATCH_FROM replies generate at once (default 3): each tick computes
- * the next step of up to LFM2_MAX_BATCH running replies (default 8; 1 turns batching off) as
+ * the next step of up to LFM2_MAX_BATCH running replies (default 1: batching off) as
  * one graph; with fewer replies each session computes its own steps. audio.cpp's load call has
  * no option for either, hence the environment, read when the model loads. A reply's bytes do
  * not depend on its company. out_ticks: ticks run (0 while nothing batched); out_steps: steps

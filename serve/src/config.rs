@@ -39,8 +39,8 @@ pub struct Cli {
     /// Compute threads per graph (default: the cores); the slots share the cores between them.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Most replies whose next step one graph computes (default 8; 1: each reply computes its
-    /// own steps). The replies of the slots running at once are batched up to this once
+    /// Most replies whose next step one graph computes (default 1: each reply computes its own
+    /// steps). Above 1, the replies of the slots running at once are batched up to this once
     /// `--batch-from` of them run; bytes never change.
     #[arg(long)]
     pub batch: Option<usize>,

@@ -392,7 +392,8 @@ async fn busy_is_503_and_shutdown_cuts_streams_at_the_deadline() {
     let mut s = settings();
     s.slots = 1;
     s.max_queue = 1;
-    s.busy_timeout_ms = 100;
+    // why a whole second: the test must see the waiting request in the queue before it times out.
+    s.busy_timeout_ms = 1000;
     s.shutdown_timeout_ms = 200;
     let srv = server_with(s).await;
     let c = reqwest::Client::new();
@@ -406,7 +407,7 @@ async fn busy_is_503_and_shutdown_cuts_streams_at_the_deadline() {
         .unwrap();
     assert_eq!(stream.status(), 200);
     stream.chunk().await.unwrap().unwrap();
-    // One waits (and times out after 100 ms); with the queue full the next is refused at once.
+    // One waits (and times out after 1 s); with the queue full the next is refused at once.
     let c2 = c.clone();
     let u = url(&srv, "/v1/tasks/run");
     let waiting = tokio::spawn(async move {
@@ -419,7 +420,23 @@ async fn busy_is_503_and_shutdown_cuts_streams_at_the_deadline() {
             .unwrap();
         (r, t.elapsed())
     });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // why poll: under load the waiting request may take longer than any fixed sleep to reach
+    // the queue, and the next one must find the queue full.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = c.get(url(&srv, "/metrics")).send().await.unwrap();
+        let m = m.text().await.unwrap();
+        let depth = m
+            .lines()
+            .find(|l| l.starts_with("serve_queue_depth{"))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok());
+        if depth == Some(1) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the request never queued:\n{m}");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
     let resp = c
         .post(url(&srv, "/v1/tasks/run"))
         .json(&task("lfm2-audio-s2s", s2s_req(1, 5)))
@@ -430,10 +447,10 @@ async fn busy_is_503_and_shutdown_cuts_streams_at_the_deadline() {
         .await
         .contains("queued"));
     let (resp, waited) = waiting.await.unwrap();
-    assert!(waited >= Duration::from_millis(90), "{waited:?}");
+    assert!(waited >= Duration::from_millis(950), "{waited:?}");
     assert!(expect_error(resp, 503, "server_busy")
         .await
-        .contains("100 ms"));
+        .contains("1000 ms"));
     // A request may ask for a shorter wait.
     let resp = c
         .post(url(&srv, "/v1/tasks/run"))

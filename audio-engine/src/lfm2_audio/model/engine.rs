@@ -40,9 +40,9 @@ pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
 /// Default one-pass audio limit, seconds.
 pub const DEFAULT_MAX_AUDIO_SECONDS: f64 = 60.0;
 
-/// Default [`ModelOptions::max_batch`] unless the environment sets `LFM2_MAX_BATCH`: ticks of
-/// up to 8 replies, once [`ModelOptions::batch_from`] replies generate at once.
-pub const DEFAULT_MAX_BATCH: usize = 8;
+/// Default [`ModelOptions::max_batch`] unless the environment sets `LFM2_MAX_BATCH`: 1, every
+/// reply computes its own steps (see [`ModelOptions::max_batch`] for why).
+pub const DEFAULT_MAX_BATCH: usize = 1;
 
 /// Default [`ModelOptions::batch_from`] unless the environment sets `LFM2_BATCH_FROM`: steps
 /// batch while three or more replies generate at once (see [`ModelOptions::batch_from`]).
@@ -101,15 +101,17 @@ pub struct ModelOptions {
     /// into one graph, reading the weights once for all of them (see
     /// [`StepScheduler`](crate::lfm2_audio::internals::backbone::scheduler::StepScheduler)).
     /// 1: no batching, every reply computes its own steps beside the others, sharing the cores
-    /// through the thread budget. Default [`max_batch_by_default`] (8). A reply's bytes do not
-    /// depend on it.
+    /// through the thread budget. Default [`max_batch_by_default`] (1): measured through `serve`
+    /// on a 2-core machine, 3, 4 and 8 concurrent requests finished 4-7 % sooner unbatched
+    /// (BENCHMARKS.md, "Many conversations on one model"); batching is for machines where a
+    /// step's weights, not its arithmetic, bound it. A reply's bytes do not depend on it.
     pub max_batch: usize,
     /// How many replies must be generating at once for their steps and frames to batch (with
     /// `max_batch` above 1): each reply decides at every step, so replies batch while this
     /// many run and compute alone again when fewer do. 0 or 1: batch whenever another reply's
-    /// step is announced. Default [`batch_from_by_default`] (3): on a 2-core machine two
-    /// concurrent replies finish sooner each computing alone, and batching pays from more
-    /// (see BENCHMARKS.md). A reply's bytes do not depend on it.
+    /// step is announced. Default [`batch_from_by_default`] (3): two concurrent replies finish
+    /// sooner each computing alone (BENCHMARKS.md), so a batching server does not lose at two.
+    /// A reply's bytes do not depend on it.
     pub batch_from: usize,
     /// Longest audio accepted in one pass, seconds.
     pub max_audio_seconds: f64,
