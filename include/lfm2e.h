@@ -47,13 +47,14 @@ AUDIOCPP_API audiocpp_status lfm2e_session_cache_figures(const audiocpp_session 
                                                          size_t * out_resumed_prefill_steps,
                                                          size_t * out_reused_questions);
 
-/* What the model's step scheduler has run. A model loaded while the environment sets
- * LFM2_MAX_BATCH=N (N > 1; audio.cpp's load call has no option for it) batches its sessions'
- * single-position steps: each tick computes the next step of up to N running replies as one
- * graph, and a reply's bytes do not depend on its company. Without it (the default, 1) every
- * session computes its own steps and the scheduler runs nothing (0, 0, 0). out_ticks: ticks run; out_steps:
- * steps run in them; out_widest: the most steps one tick ran. May be called while sessions
- * run. Outs optional. AUDIOCPP_ERR_INVALID_ARGUMENT for NULL. */
+/* What the model's step scheduler has run. A model batches its sessions' single-position
+ * steps while at least LFM2_BATCH_FROM replies generate at once (default 3): each tick computes
+ * the next step of up to LFM2_MAX_BATCH running replies (default 8; 1 turns batching off) as
+ * one graph; with fewer replies each session computes its own steps. audio.cpp's load call has
+ * no option for either, hence the environment, read when the model loads. A reply's bytes do
+ * not depend on its company. out_ticks: ticks run (0 while nothing batched); out_steps: steps
+ * run in them; out_widest: the most steps one tick ran. May be called while sessions run. Outs
+ * optional. AUDIOCPP_ERR_INVALID_ARGUMENT for NULL. */
 AUDIOCPP_API audiocpp_status lfm2e_model_step_stats(const audiocpp_model * model,
                                                     uint64_t * out_ticks, uint64_t * out_steps,
                                                     size_t * out_widest);

@@ -7,8 +7,8 @@
 //! The model's compute threads are one budget for all its sessions
 //! (`ModelOptions::max_compute_threads`): sessions that each compute on two threads, on a model
 //! of two, never have more than two threads computing at once, and keep their bytes; that
-//! model batches its replies' steps and frames (`max_batch` 4), and the sessions' steps share
-//! ticks.
+//! model batches its replies' steps and frames (`max_batch` 4, from two replies on), and the
+//! sessions' steps share ticks.
 
 mod common;
 
@@ -282,9 +282,11 @@ fn batched_sessions_never_compute_on_more_threads_than_the_model_has_with_the_by
         ModelOptions {
             n_threads: 2,
             max_compute_threads: 2,
-            // why batched: this test checks the step and frame ticks too (the other test
-            // covers the unbatched default).
+            // why batched from two: this test checks the step and frame ticks too, whatever
+            // number of its sessions generate at once (the other test runs the defaults, its
+            // replies batching while three or more generate and computing alone otherwise).
             max_batch: 4,
+            batch_from: 2,
             ..Default::default()
         },
     )

@@ -84,6 +84,10 @@ struct Args {
     #[arg(long, default_value_t = audio_engine::lfm2_audio::max_batch_by_default() as u32,
           value_parser = value_parser!(u32).range(1..=64))]
     batch: u32,
+    /// Sessions generating at once from which their steps batch (`ModelOptions::batch_from`).
+    #[arg(long, default_value_t = audio_engine::lfm2_audio::batch_from_by_default() as u32,
+          value_parser = value_parser!(u32).range(1..=64))]
+    batch_from: u32,
     /// Sessions running the same conversation side by side, one thread each driving it.
     #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=16))]
     sessions: u32,
@@ -895,6 +899,7 @@ fn main() -> Result<()> {
             frame_threads: a.frame_threads as usize,
             step_threads: a.step_threads as usize,
             max_batch: a.batch as usize,
+            batch_from: a.batch_from as usize,
             ..Default::default()
         },
     )?;

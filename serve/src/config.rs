@@ -39,11 +39,15 @@ pub struct Cli {
     /// Compute threads per graph (default: the cores); the slots share the cores between them.
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Most replies whose next step one graph computes (default 1: each reply computes its own
-    /// steps). Above 1, the replies of the slots running at once are batched up to this; bytes
-    /// never change.
+    /// Most replies whose next step one graph computes (default 8; 1: each reply computes its
+    /// own steps). The replies of the slots running at once are batched up to this once
+    /// `--batch-from` of them run; bytes never change.
     #[arg(long)]
     pub batch: Option<usize>,
+    /// Replies generating at once from which their steps batch (default 3: fewer compute each
+    /// on its own, which is faster for two on a 2-core machine).
+    #[arg(long)]
+    pub batch_from: Option<usize>,
     /// Longest wait for a free session, ms (0: unbounded); a request may ask for less.
     #[arg(long)]
     pub busy_timeout_ms: Option<u64>,
@@ -115,6 +119,7 @@ pub struct FileConfig {
     pub port: Option<u16>,
     pub threads: Option<usize>,
     pub batch: Option<usize>,
+    pub batch_from: Option<usize>,
     pub slots: Option<usize>,
     pub busy_timeout_ms: Option<u64>,
     pub max_queue: Option<usize>,
@@ -153,6 +158,8 @@ pub struct Settings {
     pub threads: usize,
     /// The model's `max_batch`: replies per step tick.
     pub batch: usize,
+    /// The model's `batch_from`: replies generating at once before their steps batch.
+    pub batch_from: usize,
     pub slots: usize,
     pub busy_timeout_ms: u64,
     pub max_queue: usize,
@@ -178,6 +185,7 @@ impl Default for Settings {
             port: 8080,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             batch: audio_engine::lfm2_audio::max_batch_by_default(),
+            batch_from: audio_engine::lfm2_audio::batch_from_by_default(),
             slots: 2,
             busy_timeout_ms: 300_000,
             max_queue: 64,
@@ -256,6 +264,11 @@ impl Settings {
             port: cli.port.or(file.port).unwrap_or(d.port),
             threads: cli.threads.or(file.threads).unwrap_or(d.threads).max(1),
             batch: cli.batch.or(file.batch).unwrap_or(d.batch).clamp(1, 64),
+            batch_from: cli
+                .batch_from
+                .or(file.batch_from)
+                .unwrap_or(d.batch_from)
+                .clamp(1, 64),
             slots: cli.slots.or(file.slots).unwrap_or(d.slots).clamp(1, 64),
             busy_timeout_ms: cli
                 .busy_timeout_ms

@@ -119,6 +119,7 @@ pub fn load_model(path: Option<&Path>, settings: &Settings) -> anyhow::Result<Lf
     let opts = ModelOptions {
         n_threads: settings.threads,
         max_batch: settings.batch,
+        batch_from: settings.batch_from,
         max_audio_seconds: settings.max_audio_seconds,
         ..ModelOptions::default()
     };
@@ -335,6 +336,7 @@ async fn models(
                 "queued_requests": e.pool.queued(),
                 "max_parallel_slots": e.pool.size(),
                 "max_batch": e.pool.model().options().max_batch,
+                "batch_from": e.pool.model().options().batch_from,
                 "language": e.language,
             });
             if with_opts {

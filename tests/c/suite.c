@@ -1260,8 +1260,9 @@ static void free_job(job * j) {
 }
 
 static void case_threads(void) {
-    /* Batch the sessions' steps (the model's default is 1: each session its own steps). */
+    /* Batch the sessions' steps from two generating replies on (the default waits for three). */
     CHECK(setenv("LFM2_MAX_BATCH", "4", 1) == 0);
+    CHECK(setenv("LFM2_BATCH_FROM", "2", 1) == 0);
     audiocpp_registry * reg = registry();
     audiocpp_model * m = load(reg);
     pcm q0 = read_pcm(g_in, "q0.pcm");

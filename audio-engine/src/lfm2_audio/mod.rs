@@ -57,7 +57,10 @@ pub use io::audio::{
     DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 pub use model::backbone::scheduler::TickStats;
-pub use model::engine::{max_batch_by_default, Lfm2Audio, ModelOptions, DEFAULT_MAX_BATCH};
+pub use model::engine::{
+    batch_from_by_default, max_batch_by_default, Lfm2Audio, ModelOptions, DEFAULT_BATCH_FROM,
+    DEFAULT_MAX_BATCH,
+};
 pub use model::load_error::LoadError;
 pub use model::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
 pub use session::ahead::BackgroundWork;

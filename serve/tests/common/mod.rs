@@ -31,8 +31,9 @@ pub fn model() -> Lfm2Audio {
     .clone()
 }
 
-/// The demo package loaded once more, batching its replies' steps (`max_batch` 8, what
-/// `--batch 8` gives a server that loads its model itself).
+/// The demo package loaded once more, batching its replies' steps from two replies on
+/// (`max_batch` 8, `batch_from` 2: what `--batch 8 --batch-from 2` gives a server that loads
+/// its model itself).
 pub fn batched_model() -> Lfm2Audio {
     static M: OnceLock<Lfm2Audio> = OnceLock::new();
     M.get_or_init(|| {
@@ -41,6 +42,7 @@ pub fn batched_model() -> Lfm2Audio {
             ModelOptions {
                 n_threads: 1,
                 max_batch: 8,
+                batch_from: 2,
                 ..ModelOptions::default()
             },
         )

@@ -20,7 +20,7 @@ use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, P
 use crate::lfm2_audio::model::backbone::{BatchCompute, Rows};
 use crate::lfm2_audio::model::depthformer::scheduler::FrameIntent;
 use crate::lfm2_audio::model::depthformer::{FrameJob, FrameRows};
-use crate::lfm2_audio::model::engine::{prefill_blocks, Lfm2Audio};
+use crate::lfm2_audio::model::engine::{prefill_blocks, Generating, Lfm2Audio};
 use crate::lfm2_audio::text::prompt::Prompt;
 
 /// Generation settings of one reply.
@@ -331,10 +331,12 @@ impl Lfm2Audio {
                     };
                     threads.before_frame()?;
                     let t_depth = Instant::now();
-                    let codes = framer.frame(framer.intend(), &last.hidden)?;
+                    let intent = framer.intend();
+                    let alone = intent.is_none();
+                    let codes = framer.frame(intent, &last.hidden)?;
                     // why: batched frames run in the model's frame ticks, on its threads; the
                     // frame policy then times (and sets the threads of) the detokenizer only.
-                    let mut graphs = match framer.alone.is_some() {
+                    let mut graphs = match alone {
                         true => t_depth.elapsed(),
                         false => Duration::ZERO,
                     };
@@ -399,35 +401,45 @@ impl Lfm2Audio {
     }
 }
 
-/// The reply's single-position backbone steps. Batched (the model's `max_batch` above 1): the
-/// decode cache is lent to the model's step scheduler for each step, and the reply streams
-/// (prefills elsewhere leave it half the threads). Unbatched: each step computes on the
-/// cache's own backend, beside the other replies' (the thread budget shares the cores). The
-/// bytes are the same either way.
+/// The reply's single-position backbone steps. Each iteration decides
+/// ([`Lfm2Audio::batching_now`]): batched, the decode cache is lent to the model's step
+/// scheduler for the step, and the reply streams (prefills elsewhere leave it half the
+/// threads); alone, the step computes on the cache's own backend, beside the other replies'
+/// (the thread budget shares the cores). The bytes are the same either way.
 struct Stepper<'m> {
     model: &'m Lfm2Audio,
     cache: Option<DecodeCache>,
-    batched: bool,
-    _stream: Option<StreamGuard>,
+    /// Held while the reply batches.
+    stream: Option<StreamGuard>,
+    _generating: Generating,
 }
 
 impl<'m> Stepper<'m> {
     fn new(model: &'m Lfm2Audio, cache: DecodeCache) -> Stepper<'m> {
-        let batched = model.options().max_batch > 1;
         Stepper {
             model,
             cache: Some(cache),
-            batched,
-            _stream: if batched { model.stream_guard() } else { None },
+            stream: None,
+            _generating: model.generating(),
         }
     }
 
-    /// Announces the step this iteration will run (dropped unused when the reply ends first).
-    fn intend(&self) -> Option<StepIntent> {
-        self.batched.then(|| self.model.step_scheduler().intend())
+    /// Announces the step this iteration will run when it batches (dropped unused when the
+    /// reply ends first); `None`: the step computes alone.
+    fn intend(&mut self) -> Option<StepIntent> {
+        let batch = self.model.batching_now();
+        if batch != self.stream.is_some() {
+            self.stream = if batch {
+                self.model.stream_guard()
+            } else {
+                None
+            };
+        }
+        batch.then(|| self.model.step_scheduler().intend())
     }
 
-    /// Runs `position` at the end of the cache.
+    /// Runs `position` at the end of the cache: in a tick of the step scheduler when
+    /// [`Stepper::intend`] announced it, else alone.
     fn step(
         &mut self,
         intent: Option<StepIntent>,
@@ -435,11 +447,12 @@ impl<'m> Stepper<'m> {
         logits: bool,
     ) -> Result<ForwardOutput, EngineError> {
         let backbone = self.model.backbone();
-        if !self.batched {
+        let Some(intent) = intent else {
             let cache = self.cache.as_mut().ok_or_else(lost_cache)?;
             let p = [position.as_position()];
             return Ok(backbone.forward(cache, &p, Rows::Last, logits)?);
-        }
+        };
+        let intent = Some(intent);
         let cache = self.cache.take().ok_or_else(lost_cache)?;
         let scheduler = self.model.step_scheduler();
         match scheduler.step(intent, backbone, cache, position, logits) {
@@ -460,13 +473,15 @@ fn lost_cache() -> EngineError {
     EngineError::Invariant("the decode cache was lost by a failed step".into())
 }
 
-/// The reply's depthformer state (its frame rows and audio sampler). Batched: lent to the
-/// model's frame scheduler for each frame. Unbatched: its frames compute alone on the reply's
-/// frame backend.
+/// The reply's depthformer state (its frame rows and audio sampler). Each frame decides, as
+/// the [`Stepper`] does: batched, the state is lent to the model's frame scheduler; alone, the
+/// frame computes on the reply's frame backend.
 struct Framer<'m> {
     model: &'m Lfm2Audio,
     state: Option<(FrameRows, AudioSampler)>,
-    /// Unbatched: the graph memory and backend of this reply's frames.
+    /// The backend of this reply's frames when they compute alone.
+    backend: crate::ggml::Backend,
+    /// The graph memory of this reply's frames computed alone (made on the first one).
     alone: Option<BatchCompute>,
 }
 
@@ -477,32 +492,34 @@ impl<'m> Framer<'m> {
         sampler: AudioSampler,
     ) -> Result<Framer<'m>, EngineError> {
         let rows = model.depthformer().new_frame_rows(frame_backend)?;
-        let alone = match model.options().max_batch > 1 {
-            true => None,
-            false => Some(BatchCompute::new(frame_backend.clone())?),
-        };
         Ok(Framer {
             model,
             state: Some((rows, sampler)),
-            alone,
+            backend: frame_backend.clone(),
+            alone: None,
         })
     }
 
-    /// Announces the frame this iteration will run.
+    /// Announces the frame this iteration will run when it batches; `None`: it computes alone.
     fn intend(&self) -> Option<FrameIntent> {
-        self.alone
-            .is_none()
+        self.model
+            .batching_now()
             .then(|| self.model.frame_scheduler().intend())
     }
 
-    /// The frame of the backbone's final-norm `hidden` state.
+    /// The frame of the backbone's final-norm `hidden` state: in a tick of the frame scheduler
+    /// when [`Framer::intend`] announced it, else alone.
     fn frame(
         &mut self,
         intent: Option<FrameIntent>,
         hidden: &[f32],
     ) -> Result<Vec<u32>, EngineError> {
         let depth = self.model.depthformer();
-        if let Some(compute) = &self.alone {
+        if intent.is_none() {
+            let compute = match &mut self.alone {
+                Some(c) => c,
+                slot => slot.insert(BatchCompute::new(self.backend.clone())?),
+            };
             let (rows, sampler) = self.state.as_mut().ok_or_else(lost_frame)?;
             let mut job = [FrameJob {
                 rows,

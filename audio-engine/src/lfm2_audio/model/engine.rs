@@ -10,6 +10,7 @@
 
 use std::ops::Range;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::ggml::{
@@ -39,18 +40,32 @@ pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
 /// Default one-pass audio limit, seconds.
 pub const DEFAULT_MAX_AUDIO_SECONDS: f64 = 60.0;
 
-/// Default [`ModelOptions::max_batch`] unless the environment sets `LFM2_MAX_BATCH`: 1, every
-/// reply computes its own steps (see [`ModelOptions::max_batch`] for why).
-pub const DEFAULT_MAX_BATCH: usize = 1;
+/// Default [`ModelOptions::max_batch`] unless the environment sets `LFM2_MAX_BATCH`: ticks of
+/// up to 8 replies, once [`ModelOptions::batch_from`] replies generate at once.
+pub const DEFAULT_MAX_BATCH: usize = 8;
+
+/// Default [`ModelOptions::batch_from`] unless the environment sets `LFM2_BATCH_FROM`: steps
+/// batch while three or more replies generate at once (see [`ModelOptions::batch_from`]).
+pub const DEFAULT_BATCH_FROM: usize = 3;
+
+/// A positive count from the environment variable `name`.
+fn count_from_env(name: &str) -> Option<usize> {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
+}
 
 /// [`DEFAULT_MAX_BATCH`], or the environment's `LFM2_MAX_BATCH` when it holds a positive count
 /// (so programs that cannot set [`ModelOptions`], such as callers of the C ABI, can batch).
 pub fn max_batch_by_default() -> usize {
-    std::env::var("LFM2_MAX_BATCH")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-        .unwrap_or(DEFAULT_MAX_BATCH)
+    count_from_env("LFM2_MAX_BATCH").unwrap_or(DEFAULT_MAX_BATCH)
+}
+
+/// [`DEFAULT_BATCH_FROM`], or the environment's `LFM2_BATCH_FROM` when it holds a positive
+/// count (for callers of the C ABI, as [`max_batch_by_default`]).
+pub fn batch_from_by_default() -> usize {
+    count_from_env("LFM2_BATCH_FROM").unwrap_or(DEFAULT_BATCH_FROM)
 }
 
 /// Default context: prompt plus generated steps.
@@ -86,10 +101,16 @@ pub struct ModelOptions {
     /// into one graph, reading the weights once for all of them (see
     /// [`StepScheduler`](crate::lfm2_audio::internals::backbone::scheduler::StepScheduler)).
     /// 1: no batching, every reply computes its own steps beside the others, sharing the cores
-    /// through the thread budget. Default [`max_batch_by_default`] (1): on a 2-core machine two
-    /// concurrent replies finish sooner unbatched, and batching pays from about four (see
-    /// BENCHMARKS.md). A reply's bytes do not depend on it.
+    /// through the thread budget. Default [`max_batch_by_default`] (8). A reply's bytes do not
+    /// depend on it.
     pub max_batch: usize,
+    /// How many replies must be generating at once for their steps and frames to batch (with
+    /// `max_batch` above 1): each reply decides at every step, so replies batch while this
+    /// many run and compute alone again when fewer do. 0 or 1: batch whenever another reply's
+    /// step is announced. Default [`batch_from_by_default`] (3): on a 2-core machine two
+    /// concurrent replies finish sooner each computing alone, and batching pays from more
+    /// (see BENCHMARKS.md). A reply's bytes do not depend on it.
+    pub batch_from: usize,
     /// Longest audio accepted in one pass, seconds.
     pub max_audio_seconds: f64,
     /// Positions of the context (prompt + generated steps).
@@ -108,6 +129,7 @@ impl Default for ModelOptions {
             frame_threads: 0,
             step_threads: 0,
             max_batch: max_batch_by_default(),
+            batch_from: batch_from_by_default(),
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
             repack: crate::ggml::repack_by_default(),
@@ -146,6 +168,8 @@ struct Inner {
     steps: Arc<StepScheduler>,
     /// Batches the depthformer frames of every speaking reply on this model.
     frames: Arc<FrameScheduler>,
+    /// Replies generating now (see [`ModelOptions::batch_from`]).
+    generating: Arc<AtomicUsize>,
     encoder: AudioEncoder,
     depth: Depthformer,
     detok: Detokenizer,
@@ -170,6 +194,16 @@ impl Interleave {
             n_audio: v.interleaved_n_audio.unwrap_or(Self::EN.1).max(1) as usize,
             default_schedule: v.interleaved_n_text.is_none() && v.interleaved_n_audio.is_none(),
         }
+    }
+}
+
+/// A reply counted as generating (see [`Lfm2Audio::generating`]).
+#[derive(Debug)]
+pub(crate) struct Generating(Arc<AtomicUsize>);
+
+impl Drop for Generating {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -333,6 +367,7 @@ impl Lfm2Audio {
                 backbone,
                 steps,
                 frames,
+                generating: Arc::default(),
                 encoder,
                 depth,
                 detok,
@@ -481,6 +516,19 @@ impl Lfm2Audio {
     /// leave half the CPU threads to the running replies (see [`crate::ggml::thread_budget`]).
     pub(crate) fn stream_guard(&self) -> Option<StreamGuard> {
         self.inner.backend.thread_budget().map(|b| b.stream())
+    }
+
+    /// Counts a reply as generating until the guard drops.
+    pub(crate) fn generating(&self) -> Generating {
+        self.inner.generating.fetch_add(1, Ordering::Relaxed);
+        Generating(self.inner.generating.clone())
+    }
+
+    /// Whether a reply's next step and frame should go through the model's schedulers: batching
+    /// is on and at least [`ModelOptions::batch_from`] replies are generating.
+    pub(crate) fn batching_now(&self) -> bool {
+        let o = &self.inner.options;
+        o.max_batch > 1 && self.inner.generating.load(Ordering::Relaxed) >= o.batch_from
     }
 
     /// The scheduler that batches the depthformer frames of this model's replies.

@@ -1,0 +1,42 @@
+//! Voice-activity detection for the server's Realtime route (`turn_detection: server_vad`).
+//!
+//! A [`Segmenter`] takes the microphone's PCM (16 kHz, 24 kHz or another common rate, any
+//! chunk size), resamples it to 16 kHz, asks a [`Classifier`] for each frame's speech
+//! probability and turns the frames into [`VadEvent::SpeechStarted`] /
+//! [`VadEvent::SpeechStopped`] with OpenAI's `threshold`, `prefix_padding_ms` and
+//! `silence_duration_ms` ([`VadConfig`]). The default classifier is Silero VAD
+//! ([`SileroClassifier`], run in plain Rust from weights embedded in the crate), chosen on
+//! labelled espeak-ng speech in noise over `earshot` ([`EarshotClassifier`]) and WebRTC's VAD
+//! (BENCHMARKS.md, "Voice activity detection"); [`EnergyClassifier`] is the energy-threshold
+//! baseline.
+//!
+//! ```
+//! use voice_activity::{Segmenter, VadConfig, VadEvent};
+//!
+//! // One segmenter per Realtime session, fed the session's PCM16 as floats.
+//! let mut vad = Segmenter::new(VadConfig::default(), 24_000)?;
+//! for event in vad.push(&vec![0.0; 2_400]) {
+//!     match event {
+//!         VadEvent::SpeechStarted { audio_start_ms } => println!("speech from {audio_start_ms} ms"),
+//!         VadEvent::SpeechStopped { audio_end_ms } => println!("commit up to {audio_end_ms} ms"),
+//!     }
+//! }
+//! assert!(!vad.in_speech());
+//! # Ok::<(), voice_activity::VadError>(())
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod classifier;
+mod config;
+mod error;
+mod resample;
+mod segmenter;
+
+pub use classifier::{
+    Classifier, EarshotClassifier, EnergyClassifier, SileroClassifier, SileroWeights,
+};
+pub use config::VadConfig;
+pub use error::VadError;
+pub use resample::{Resampler, CLASSIFIER_RATE};
+pub use segmenter::{Segmenter, VadEvent, MIN_SPEECH_MS};
