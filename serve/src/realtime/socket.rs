@@ -43,9 +43,12 @@ pub struct Socket {
     response: Option<Response>,
     /// The item id and start of the speech the VAD is hearing.
     speech: Option<(String, u64)>,
+    /// A turn the VAD committed while a cancelled response was still stopping: when it ended,
+    /// answered as soon as that one is done.
+    respond_after: Option<Instant>,
 }
 
-/// What handling an event gave: events to send, and whether to close.
+/// The server events that handling one event gave, in order.
 type Out = Vec<Value>;
 
 impl Socket {
@@ -61,6 +64,7 @@ impl Socket {
             conv: Conversation::default(),
             response: None,
             speech: None,
+            respond_after: None,
             names: Names { beta },
             session_id,
             config,
@@ -113,6 +117,11 @@ impl Socket {
         let _ = ws.send(Message::Close(None)).await;
     }
 
+    /// Milliseconds of audio the socket received (the VAD's timeline).
+    fn received_ms(&self) -> u64 {
+        ms_of(self.input.received(), self.input.rate())
+    }
+
     fn session_json(&self) -> Value {
         self.config
             .json(&self.session_id, &self.entry.cfg.id, self.names.beta)
@@ -150,7 +159,7 @@ impl Socket {
             "input_audio_buffer.commit" => self.commit(),
             "input_audio_buffer.clear" => {
                 self.input.clear();
-                self.turns.reset();
+                self.turns.reset(self.received_ms());
                 self.speech = None;
                 Ok(vec![event("input_audio_buffer.cleared", json!({}))])
             }
@@ -183,7 +192,7 @@ impl Socket {
         }
         if c.turn_detection != self.config.turn_detection || c.input_rate != self.config.input_rate
         {
-            self.turns = Turns::new(c.turn_detection.as_ref(), c.input_rate)?;
+            self.turns = Turns::new(c.turn_detection.as_ref(), c.input_rate, self.received_ms())?;
             self.speech = None;
         }
         if c.input_rate != self.config.input_rate {
@@ -256,8 +265,16 @@ impl Socket {
                     return Ok(out);
                 }
                 out.extend(self.commit_samples(item_id, &samples));
-                if vad.create_response && self.response.is_none() {
-                    out.extend(self.response_create(None, Some(Instant::now()))?);
+                if vad.create_response {
+                    match &self.response {
+                        None => out.extend(self.response_create(None, Some(Instant::now()))?),
+                        // why: a barge-in cancelled it; its response.done comes at its next
+                        // step, and this turn is answered right after.
+                        Some(r) if r.cancelled.is_some() => {
+                            self.respond_after = Some(Instant::now())
+                        }
+                        Some(_) => {}
+                    }
                 }
                 Ok(out)
             }
@@ -279,7 +296,7 @@ impl Socket {
             .take()
             .map_or_else(|| ids::fresh("item"), |(id, _)| id);
         let samples = self.input.take_all();
-        self.turns.reset();
+        self.turns.reset(self.received_ms());
         Ok(self.commit_samples(item_id, &samples))
     }
 
@@ -704,7 +721,19 @@ impl Socket {
             out.push(event("conversation.item.done", json!({"item": item})));
         }
         out.push(event("response.done", json!({"response": response})));
+        out.extend(self.answer_pending());
         out
+    }
+
+    /// Starts the response a VAD turn waits for, if one does.
+    fn answer_pending(&mut self) -> Out {
+        let Some(turn_end) = self.respond_after.take() else {
+            return Vec::new();
+        };
+        match self.response_create(None, Some(turn_end)) {
+            Ok(out) => out,
+            Err(e) => vec![e.event(None)],
+        }
     }
 
     /// The response failed: its item is dropped, an `error` and a failed `response.done` go
@@ -714,6 +743,9 @@ impl Socket {
             return Vec::new();
         };
         let _ = self.conv.delete(&r.item_id);
+        // A turn waiting for this response is left for the client to answer with
+        // response.create (its question stays in the conversation).
+        self.respond_after = None;
         let e = EventError {
             kind,
             code: "response_failed",
