@@ -493,26 +493,28 @@ fn python_with_realtime_sdk() -> Option<String> {
     ok.then_some(py)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
-    let Some(py) = python_with_realtime_sdk() else {
-        println!(
-            "skipped: no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
-             LFM2E_PYTHON)"
-        );
-        return;
-    };
+/// Runs `realtime_client.py` on two questions streamed as `streams` (with `vad`: server VAD
+/// commits them); checks each reply's PCM against the library's S2S of the question the server
+/// committed (all of a stream, or the VAD's range of it) and the second turn's reuse.
+async fn sdk_two_turns(py: &str, streams: [Vec<i16>; 2], vad: bool) {
     let srv = server().await;
-    let dir = scratch("realtime-sdk");
-    let (q0, q1) = (question_pcm(0), question_pcm(1));
-    std::fs::write(dir.join("q0.pcm"), pcm_bytes(&q0)).unwrap();
-    std::fs::write(dir.join("q1.pcm"), pcm_bytes(&q1)).unwrap();
+    let dir = scratch(if vad {
+        "realtime-sdk-vad"
+    } else {
+        "realtime-sdk"
+    });
+    for (i, q) in streams.iter().enumerate() {
+        std::fs::write(dir.join(format!("q{i}.pcm")), pcm_bytes(q)).unwrap();
+    }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/realtime_client.py");
-    let mut cmd = Command::new(&py);
+    let mut cmd = Command::new(py);
     cmd.arg(&script)
         .arg(format!("ws://{}/v1", srv.addr))
         .arg(MODEL)
         .arg(&dir);
+    if vad {
+        cmd.arg("vad");
+    }
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -524,13 +526,30 @@ async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
     );
     let report: Value =
         serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    // The questions the server committed: with VAD, the range it heard on the socket's
+    // timeline (all audio appended, both streams one after the other).
+    let all: Vec<i16> = streams.concat();
+    let questions: Vec<Vec<u8>> = (0..2)
+        .map(|i| {
+            if !vad {
+                return question_wav(&streams[i]);
+            }
+            let h = &report["turns"][i]["heard"];
+            let (a, b) = (
+                h["start_ms"].as_u64().unwrap(),
+                h["end_ms"].as_u64().unwrap(),
+            );
+            println!("turn {i}: the VAD heard {a}..{b} ms");
+            question_wav(&all[a as usize * 24..b as usize * 24])
+        })
+        .collect();
     let model = model();
-    let (w0, w1) = (question_wav(&q0), question_wav(&q1));
+    let qs = questions.clone();
     let expected = tokio::task::spawn_blocking(move || {
         let mut s = Session::new(model, SessionOptions::default());
-        let a = s.s2s(&request(&w0, vec![], 40)).unwrap();
-        let history = vec![question_artifact(&w0), a.artifact.clone().unwrap()];
-        let b = s.s2s(&request(&w1, history, 40)).unwrap();
+        let a = s.s2s(&request(&qs[0], vec![], 40)).unwrap();
+        let history = vec![question_artifact(&qs[0]), a.artifact.clone().unwrap()];
+        let b = s.s2s(&request(&qs[1], history, 40)).unwrap();
         [a, b].map(|t| serve::audio_io::pcm16(&t.reply.audio))
     })
     .await
@@ -554,7 +573,7 @@ async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
     );
     assert_eq!(second["affinity"], true, "{second}");
     println!(
-        "first audio after the commit: {:?} ms",
+        "first audio after the end of the turn: {:?} ms",
         report["turns"]
             .as_array()
             .unwrap()
@@ -563,6 +582,35 @@ async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
             .collect::<Vec<_>>()
     );
     srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
+    let Some(py) = python_with_realtime_sdk() else {
+        println!(
+            "skipped: no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
+             LFM2E_PYTHON)"
+        );
+        return;
+    };
+    sdk_two_turns(&py, [question_pcm(0), question_pcm(1)], false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_python_sdk_with_server_vad_equals_the_library_s2s_of_what_it_committed() {
+    let Some(py) = python_with_realtime_sdk() else {
+        println!("skipped: no Python with `openai[realtime]`");
+        return;
+    };
+    let (Some(s0), Some(s1)) = (
+        speech_24k("Good morning, how are you?"),
+        speech_24k("Please say that again, slowly."),
+    ) else {
+        println!("skipped: no espeak-ng");
+        return;
+    };
+    let pad = |s: Vec<i16>| [silence(400), s, silence(1000)].concat();
+    sdk_two_turns(&py, [pad(s0), pad(s1)], true).await;
 }
 
 /// The README's Realtime example, as written (the base URL replaced), run in a scratch
