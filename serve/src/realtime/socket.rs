@@ -80,6 +80,7 @@ impl Socket {
             return;
         }
         let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut server_stop = false;
         loop {
             let out = tokio::select! {
                 m = ws.recv() => match m {
@@ -97,9 +98,7 @@ impl Socket {
                         continue;
                     }
                     // The server's shutdown deadline passed: stop the response, then close.
-                    if let Some(r) = self.response.as_mut() {
-                        r.cancel(CancelReason::Client);
-                    }
+                    server_stop = true;
                     break;
                 }
             };
@@ -107,8 +106,8 @@ impl Socket {
                 break;
             }
         }
-        if self.response.take().is_some() {
-            // Dropping the response stops its generation and frees its session.
+        // Dropping the response stops its generation and frees its session.
+        if self.response.take().is_some() && !server_stop {
             self.state
                 .metrics
                 .disconnects
@@ -220,36 +219,34 @@ impl Socket {
         let turns = self.turns.push(&samples);
         let mut out = Vec::new();
         for t in turns {
-            out.extend(self.on_turn(t)?);
+            out.extend(self.on_turn(t));
         }
         Ok(out)
     }
 
     /// A turn the VAD heard: speech started (barge-in) or stopped (commit, respond).
-    fn on_turn(&mut self, t: TurnEvent) -> Result<Out, EventError> {
+    /// A refusal of the response it would start is an `error` event after the turn's own
+    /// events, which the client still gets.
+    fn on_turn(&mut self, t: TurnEvent) -> Out {
         let Some(vad) = self.turns.settings().cloned() else {
-            return Ok(Vec::new());
+            return Vec::new();
         };
         match t {
             TurnEvent::SpeechStarted { audio_start_ms } => {
                 let item_id = ids::fresh("item");
-                let mut out = vec![event(
+                let out = vec![event(
                     "input_audio_buffer.speech_started",
                     json!({"audio_start_ms": audio_start_ms, "item_id": item_id}),
                 )];
                 self.speech = Some((item_id, audio_start_ms));
                 if vad.interrupt_response {
+                    // Barge-in: the reply stops at its next step and none of its audio still
+                    // on the way to the client is sent.
                     if let Some(r) = self.response.as_mut() {
-                        if r.cancelled.is_none() {
-                            r.cancel(CancelReason::TurnDetected);
-                            out.push(event(
-                                "output_audio_buffer.cleared",
-                                json!({"response_id": r.id}),
-                            ));
-                        }
+                        r.cancel(CancelReason::TurnDetected);
                     }
                 }
-                Ok(out)
+                out
             }
             TurnEvent::SpeechStopped { audio_end_ms } => {
                 let (item_id, start) = self
@@ -262,21 +259,22 @@ impl Socket {
                 )];
                 let samples = self.input.take_range(start, audio_end_ms);
                 if ms_of(samples.len() as u64, self.input.rate()) < MIN_COMMIT_MS {
-                    return Ok(out);
+                    return out;
                 }
                 out.extend(self.commit_samples(item_id, &samples));
                 if vad.create_response {
-                    match &self.response {
-                        None => out.extend(self.response_create(None, Some(Instant::now()))?),
-                        // why: a barge-in cancelled it; its response.done comes at its next
-                        // step, and this turn is answered right after.
-                        Some(r) if r.cancelled.is_some() => {
-                            self.respond_after = Some(Instant::now())
+                    if self.response.is_some() {
+                        // why: a barge-in cancelled it (or, without interrupt_response, it
+                        // runs on); this turn is answered as soon as its response.done is out.
+                        self.respond_after = Some(Instant::now());
+                    } else {
+                        match self.response_create(None, Some(Instant::now())) {
+                            Ok(events) => out.extend(events),
+                            Err(e) => out.push(e.event(None)),
                         }
-                        Some(_) => {}
                     }
                 }
-                Ok(out)
+                out
             }
         }
     }
