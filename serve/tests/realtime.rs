@@ -451,6 +451,49 @@ async fn a_disconnect_mid_response_gives_the_session_back_and_a_reconnect_starts
     let (pcm, done) = response_audio(&until(&mut ws, "response.done").await);
     assert!(!pcm.is_empty());
     assert_eq!(done["lfm2_audio"]["reused_questions"], 0, "{done}");
+    // An idle socket holds no session: the only one is free while this socket stays open.
+    let t = Instant::now();
+    while pool.active() > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the idle socket keeps its session"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let r = client
+        .post(url(&srv, "/v1/tasks/run"))
+        .json(&task(
+            MODEL,
+            json!({"audio": b64(&question(0)), "max_tokens": 5}),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    drop(ws);
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_api_key_the_socket_needs_the_bearer_token() {
+    let mut s = settings();
+    s.api_key = Some("sekret".into());
+    let srv = server_with(s).await;
+    let url = format!("ws://{}/v1/realtime?model={MODEL}", srv.addr);
+    let refused = tokio_tungstenite::connect_async(url.as_str()).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 401),
+        other => panic!(
+            "connected without the key: {:?}",
+            other.map(|(_, r)| r.status())
+        ),
+    }
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = url.into_client_request().unwrap();
+    req.headers_mut()
+        .insert("authorization", "Bearer sekret".parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(next(&mut ws).await["type"], "session.created");
     srv.shutdown().await.unwrap();
 }
 
