@@ -550,8 +550,8 @@ impl Socket {
             })
         };
         let (content_index, audio_end_ms) = (int("content_index")?, int("audio_end_ms")?);
-        let fmt = self.entry.pool.model().reply_format();
-        self.conv.truncate(&id, content_index, audio_end_ms, &fmt)?;
+        self.conv
+            .truncate(&id, content_index, audio_end_ms, self.entry.pool.model())?;
         Ok(vec![event(
             "conversation.item.truncated",
             json!({"item_id": id, "content_index": content_index, "audio_end_ms": audio_end_ms}),
@@ -657,7 +657,9 @@ impl Socket {
                 // steps generated after the audio it got.
                 let sent_ms = (r.audio_sent as u64 * 1000) / 24_000;
                 let cut = sent_ms.min(artifact_ms(art, &fmt));
-                let _ = self.conv.truncate(&r.item_id, 0, cut, &fmt);
+                let _ = self
+                    .conv
+                    .truncate(&r.item_id, 0, cut, self.entry.pool.model());
             }
         }
         let item = self
