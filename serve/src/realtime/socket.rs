@@ -167,6 +167,20 @@ impl Socket {
             "conversation.item.create" => self.item_create(o),
             "conversation.item.truncate" => self.item_truncate(o),
             "conversation.item.delete" => self.item_delete(o),
+            "conversation.item.retrieve" => {
+                let id = o.get("item_id").and_then(Value::as_str).unwrap_or("");
+                let item = self.conv.get(id).ok_or_else(|| {
+                    EventError::invalid(
+                        "item_not_found",
+                        format!("no conversation item has the id `{id}`"),
+                    )
+                    .at("item_id")
+                })?;
+                Ok(vec![event(
+                    "conversation.item.retrieved",
+                    json!({"item": item.json()}),
+                )])
+            }
             "" => Err(EventError::invalid("missing_type", "the event has no `type`").at("type")),
             other => Err(EventError::invalid(
                 "unknown_event",
