@@ -249,7 +249,7 @@ pub fn build_state(settings: Settings, preloaded: Option<Lfm2Audio>) -> anyhow::
     })
 }
 
-const ROUTES: [&str; 10] = [
+const ROUTES: [&str; 11] = [
     "/",
     "/health",
     "/metrics",
@@ -259,6 +259,7 @@ const ROUTES: [&str; 10] = [
     "/v1/audio/transcriptions",
     "/v1/audio/speech",
     "/v1/chat/completions",
+    "/v1/realtime",
     "/app.js",
 ];
 
