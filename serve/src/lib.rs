@@ -18,6 +18,7 @@ pub mod error;
 pub mod metrics;
 pub mod openai;
 pub mod pool;
+pub mod realtime;
 pub mod tasks;
 pub mod work;
 
@@ -415,6 +416,7 @@ pub fn router_with(state: Arc<AppState>, extra: Router<Arc<AppState>>) -> Router
         .route("/v1/audio/transcriptions", post(openai::transcriptions))
         .route("/v1/audio/speech", post(openai::speech))
         .route("/v1/chat/completions", post(openai::chat))
+        .route("/v1/realtime", get(realtime::realtime))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))

@@ -1,0 +1,235 @@
+//! The socket's conversation, held by the server for its client: per turn a user item (the
+//! question's WAV, the `lfm2_audio.question` artifact) and the assistant's item (the reply
+//! artifact and its transcript). A response sends them to the engine as the request's history.
+
+use std::collections::BTreeMap;
+
+use serde_json::{json, Value};
+
+use audio_engine::lfm2_audio::conversation::{
+    decode_reply, reply_audio_ms, truncate_reply, ReplyFormat, ReplyStep,
+};
+use audio_engine::lfm2_audio::{Artifact, ArtifactKind, QUESTION_ID};
+
+use super::error::EventError;
+
+/// A user's question or an assistant's reply.
+#[derive(Debug, Clone)]
+pub enum Body {
+    /// A question: its WAV (PCM16 mono at the input rate) and length.
+    User {
+        /// The question's WAV bytes.
+        wav: Vec<u8>,
+        /// Its length, ms.
+        audio_ms: u64,
+        /// When it was committed (where a response's latency counts from).
+        committed: std::time::Instant,
+    },
+    /// A reply: the artifact the next turn sends back (`None` while it is generated) and the
+    /// transcript pieces as they were streamed, one per text event.
+    Assistant {
+        /// The reply artifact.
+        artifact: Option<Artifact>,
+        /// The streamed text pieces.
+        transcript: Vec<String>,
+        /// `completed`, `incomplete` (cancelled, cut at the step limit, truncated) or
+        /// `in_progress`.
+        status: &'static str,
+    },
+}
+
+/// One conversation item.
+#[derive(Debug, Clone)]
+pub struct Item {
+    /// Its id (`item_...`).
+    pub id: String,
+    /// What it holds.
+    pub body: Body,
+}
+
+impl Item {
+    /// The item as the API shows it (no audio bytes: a client has them already).
+    pub fn json(&self) -> Value {
+        match &self.body {
+            Body::User { .. } => json!({
+                "id": self.id, "object": "realtime.item", "type": "message", "role": "user",
+                "status": "completed",
+                "content": [{"type": "input_audio", "transcript": null}],
+            }),
+            Body::Assistant {
+                transcript, status, ..
+            } => json!({
+                "id": self.id, "object": "realtime.item", "type": "message", "role": "assistant",
+                "status": status,
+                "content": [{"type": "output_audio", "transcript": transcript.concat()}],
+            }),
+        }
+    }
+}
+
+/// The items of one socket, in order.
+#[derive(Debug, Default)]
+pub struct Conversation {
+    items: Vec<Item>,
+}
+
+fn not_found(id: &str) -> EventError {
+    EventError::invalid(
+        "item_not_found",
+        format!("no conversation item has the id `{id}`"),
+    )
+    .at("item_id")
+}
+
+impl Conversation {
+    /// The last item's id (`previous_item_id` of the next).
+    pub fn last_id(&self) -> Option<String> {
+        self.items.last().map(|i| i.id.clone())
+    }
+
+    /// Appends `item`; returns its `previous_item_id`.
+    pub fn push(&mut self, item: Item) -> Option<String> {
+        let prev = self.last_id();
+        self.items.push(item);
+        prev
+    }
+
+    /// The item `id`.
+    pub fn get(&self, id: &str) -> Option<&Item> {
+        self.items.iter().find(|i| i.id == id)
+    }
+
+    /// The item `id`, to change.
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Item> {
+        self.items.iter_mut().find(|i| i.id == id)
+    }
+
+    /// Removes the item `id`.
+    pub fn delete(&mut self, id: &str) -> Result<Item, EventError> {
+        let at = self
+            .items
+            .iter()
+            .position(|i| i.id == id)
+            .ok_or_else(|| not_found(id))?;
+        Ok(self.items.remove(at))
+    }
+
+    /// The next response's question and history: the last item must be a question and the
+    /// ones before it pairs of a question and its reply (the engine's conversation protocol).
+    pub fn request(&self) -> Result<(Vec<u8>, Vec<Artifact>), EventError> {
+        let Some((last, earlier)) = self.items.split_last() else {
+            return Err(EventError::invalid(
+                "conversation_empty",
+                "the conversation has no question to answer: commit the input audio buffer \
+                 or create an audio item first",
+            ));
+        };
+        let Body::User { wav: question, .. } = &last.body else {
+            return Err(EventError::invalid(
+                "no_question",
+                format!(
+                    "the conversation's last item `{}` is a reply: commit a question first",
+                    last.id
+                ),
+            ));
+        };
+        if earlier.len() % 2 != 0 {
+            return Err(unpaired(earlier.len()));
+        }
+        let mut history = Vec::with_capacity(earlier.len());
+        for pair in earlier.chunks(2) {
+            match (&pair[0].body, &pair[1].body) {
+                (
+                    Body::User { wav, .. },
+                    Body::Assistant {
+                        artifact: Some(reply),
+                        ..
+                    },
+                ) => {
+                    history.push(question_artifact(wav));
+                    history.push(reply.clone());
+                }
+                _ => return Err(unpaired(earlier.len())),
+            }
+        }
+        Ok((question.clone(), history))
+    }
+
+    /// Cuts the reply `id` at `audio_end_ms` of its audio (what its listener heard): its
+    /// artifact keeps the steps up to there, its transcript the text steps kept.
+    pub fn truncate(
+        &mut self,
+        id: &str,
+        content_index: u64,
+        audio_end_ms: u64,
+        fmt: &ReplyFormat,
+    ) -> Result<(), EventError> {
+        let item = self.get_mut(id).ok_or_else(|| not_found(id))?;
+        let Body::Assistant {
+            artifact,
+            transcript,
+            status,
+        } = &mut item.body
+        else {
+            return Err(EventError::invalid(
+                "item_not_assistant",
+                format!("item `{id}` is a question: only a reply's audio can be truncated"),
+            )
+            .at("item_id"));
+        };
+        if content_index != 0 {
+            return Err(EventError::invalid(
+                "invalid_content_index",
+                format!("a reply has one content part (index 0), not {content_index}"),
+            )
+            .at("content_index"));
+        }
+        let Some(art) = artifact.as_ref() else {
+            return Err(EventError::invalid(
+                "item_in_progress",
+                format!("reply `{id}` is still being generated: cancel it first"),
+            )
+            .at("item_id"));
+        };
+        let cut = truncate_reply(art, fmt, audio_end_ms).map_err(|e| {
+            EventError::invalid("invalid_audio_end_ms", e.to_string()).at("audio_end_ms")
+        })?;
+        let text_steps = decode_reply(&cut, fmt)
+            .map_err(|e| EventError::invalid("invalid_item", e.to_string()))?
+            .steps
+            .iter()
+            .filter(|s| matches!(s, ReplyStep::Text(_)))
+            .count();
+        transcript.truncate(text_steps);
+        if cut != *art {
+            *status = "incomplete";
+        }
+        *artifact = Some(cut);
+        Ok(())
+    }
+}
+
+/// Milliseconds of audio a reply artifact holds (0 for one that does not decode).
+pub fn artifact_ms(art: &Artifact, fmt: &ReplyFormat) -> u64 {
+    reply_audio_ms(art, fmt).unwrap_or(0)
+}
+
+fn unpaired(n: usize) -> EventError {
+    EventError::invalid(
+        "conversation_unpaired",
+        format!(
+            "the {n} items before the question must be pairs of a question and its finished \
+             reply (the engine's conversation protocol): delete the unpaired items"
+        ),
+    )
+}
+
+/// The history artifact of a question's WAV.
+pub fn question_artifact(wav: &[u8]) -> Artifact {
+    Artifact {
+        id: QUESTION_ID.into(),
+        kind: ArtifactKind::Custom,
+        payload: wav.to_vec(),
+        meta: BTreeMap::new(),
+    }
+}

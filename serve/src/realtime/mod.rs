@@ -1,0 +1,71 @@
+//! `GET /v1/realtime`: an OpenAI Realtime-compatible WebSocket. One socket is one
+//! conversation, held by the server (its questions and reply artifacts); each response leases
+//! a pool session for its turn only.
+//!
+//! Pieces: [`session_config`] (`session.update`), [`input`] (the input audio buffer),
+//! [`turns`] (server VAD), [`conversation`] (the items, truncation), [`response`] (the turn on
+//! a leased session), [`events`] (the server events' shapes and names), [`socket`] (the loop).
+//!
+//! Names: GA by default; `OpenAI-Beta: realtime=v1` or `?beta=1` selects the beta names of
+//! the renamed server events. Client events are read in either shape.
+
+pub mod conversation;
+pub mod error;
+pub mod events;
+pub mod ids;
+pub mod input;
+pub mod response;
+pub mod session_config;
+pub mod socket;
+pub mod turns;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Query, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+
+use crate::error::ApiError;
+use crate::AppState;
+
+/// The largest WebSocket message a client may send, bytes. Above it the socket closes (code
+/// 1009); below it an oversized append is refused with an `error` event instead. 32 MiB holds
+/// the base64 of the longest question at the default limit with room to spare.
+pub const MAX_MESSAGE_BYTES: usize = 32 << 20;
+
+/// Whether the client asked for the beta protocol's event names.
+fn wants_beta(headers: &HeaderMap, query: &HashMap<String, String>) -> bool {
+    let header = headers
+        .get_all("openai-beta")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.split(',').any(|p| p.trim() == "realtime=v1"));
+    let param = query
+        .get("beta")
+        .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "v1"));
+    header || param
+}
+
+/// `GET /v1/realtime?model=ID`: upgrades to the Realtime WebSocket on the speech-to-speech
+/// model `ID` (the first served one when absent; 404 for an unknown id).
+pub async fn realtime(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    ws: WebSocketUpgrade,
+) -> Result<Response, ApiError> {
+    let entry = state.entry_for(query.get("model").map(String::as_str), "s2s")?;
+    if entry.cfg.task != "s2s" {
+        return Err(ApiError::invalid(format!(
+            "model `{}` serves {}: the realtime socket needs a speech-to-speech model",
+            entry.cfg.id, entry.cfg.task
+        )));
+    }
+    let beta = wants_beta(&headers, &query);
+    Ok(ws
+        .max_message_size(MAX_MESSAGE_BYTES)
+        .max_frame_size(MAX_MESSAGE_BYTES)
+        .on_upgrade(move |socket| socket::Socket::new(state, entry, beta).run(socket)))
+}

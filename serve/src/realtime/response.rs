@@ -1,0 +1,136 @@
+//! The response runner: one response leases a pool session with the socket's affinity key
+//! (its prefill blocks and encoder outputs of this conversation are then reused on the next
+//! turn when it is free), runs the turn on it ([`crate::work`]) and gives it back when the turn
+//! ends. Nothing is held while the socket is idle, so idle clients cannot starve the server.
+//!
+//! A cancel (the client's `response.cancel`, a barge-in, the socket closing, the server's hard
+//! stop) raises the response's flag: the engine stops at its next step and the session goes
+//! back to the pool.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use audio_engine::lfm2_audio::Job;
+
+use crate::error::ApiError;
+use crate::work::{self, Msg};
+use crate::{AppState, Entry};
+
+/// What the runner reports to the socket loop.
+pub enum RunMsg {
+    /// The engine's event or outcome.
+    Work(Msg),
+    /// No session could be leased (all busy past the wait, or the server is stopping).
+    Refused(ApiError),
+}
+
+/// Why a response was cancelled (the API's `status_details.reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelReason {
+    /// `response.cancel`.
+    Client,
+    /// Speech started during the response (server VAD).
+    TurnDetected,
+}
+
+impl CancelReason {
+    /// The API's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            CancelReason::Client => "client_cancelled",
+            CancelReason::TurnDetected => "turn_detected",
+        }
+    }
+}
+
+/// A running response.
+pub struct Response {
+    /// Its id (`resp_...`).
+    pub id: String,
+    /// The id of the assistant item it makes.
+    pub item_id: String,
+    /// The runner's messages.
+    pub rx: mpsc::Receiver<RunMsg>,
+    cancel: Arc<AtomicBool>,
+    /// Set once cancelled: later audio and text are not sent.
+    pub cancelled: Option<CancelReason>,
+    /// When the question's turn ended (the commit, or the VAD's end of speech).
+    pub turn_end: Instant,
+    /// When the response was created.
+    pub created: Instant,
+    /// From `turn_end` to the first audio delta.
+    pub first_audio: Option<Duration>,
+    /// Samples of audio sent to the client.
+    pub audio_sent: usize,
+}
+
+impl Response {
+    /// Starts `job` for the socket whose affinity key is `key`.
+    pub fn start(
+        state: &Arc<AppState>,
+        entry: &Entry,
+        key: u64,
+        job: Job,
+        id: String,
+        item_id: String,
+        turn_end: Instant,
+    ) -> Response {
+        let (tx, rx) = mpsc::channel(64);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let pool = entry.pool.clone();
+        let timeout = state.busy_timeout(None);
+        let flag = cancel.clone();
+        tokio::spawn(async move {
+            // why the select: a socket that goes away while waiting for a session stops
+            // waiting, so it never takes one.
+            let lease = tokio::select! {
+                l = pool.acquire(Some(key), timeout) => l,
+                _ = tx.closed() => return,
+            };
+            let lease = match lease {
+                Ok(l) => l,
+                Err(e) => {
+                    let _ = tx.send(RunMsg::Refused(e)).await;
+                    return;
+                }
+            };
+            let mut work_rx = work::spawn(lease, job, flag.clone(), 64);
+            while let Some(m) = work_rx.recv().await {
+                if tx.send(RunMsg::Work(m)).await.is_err() {
+                    // The socket is gone: stop at the next step; dropping `work_rx` also
+                    // makes the worker's next send fail.
+                    flag.store(true, Ordering::SeqCst);
+                    return;
+                }
+            }
+        });
+        Response {
+            id,
+            item_id,
+            rx,
+            cancel,
+            cancelled: None,
+            turn_end,
+            created: Instant::now(),
+            first_audio: None,
+            audio_sent: 0,
+        }
+    }
+
+    /// Cancels the response: the engine stops at its next step and nothing more is sent.
+    pub fn cancel(&mut self, reason: CancelReason) {
+        self.cancel.store(true, Ordering::SeqCst);
+        self.cancelled.get_or_insert(reason);
+    }
+}
+
+impl Drop for Response {
+    /// why: a socket closed mid-response stops the engine at its next step, which gives the
+    /// pool session back.
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::SeqCst);
+    }
+}

@@ -1,0 +1,624 @@
+//! `GET /v1/realtime`, the OpenAI Realtime-compatible WebSocket, on the demo package: bad
+//! events answered with `error` events on a socket that stays usable (and a second socket
+//! served meanwhile); a cancelled, truncated reply whose next turn equals a fresh session's
+//! S2S given the truncated history, byte for byte; a disconnect mid-response that gives the
+//! session back; and the official OpenAI Python SDK as a client (`realtime_client.py`), its
+//! audio equal to the library's S2S of the same questions, byte for byte (skipped without a
+//! Python that imports `openai` and `websockets`: `$LFM2E_PYTHON`, else `python3`).
+
+mod common;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio_tungstenite::tungstenite::Message;
+
+use audio_engine::lfm2_audio::conversation::{truncate_reply, FRAME_MS};
+use audio_engine::lfm2_audio::{
+    Artifact, ArtifactKind, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions,
+    QUESTION_ID,
+};
+use common::*;
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+const MODEL: &str = "lfm2-audio-s2s";
+
+/// A deterministic 24 kHz question, different per `i` (1 s + 0.25 s per i).
+fn question_pcm(i: usize) -> Vec<i16> {
+    let n = 24_000 + 6_000 * i;
+    (0..n)
+        .map(|t| ((((t * (5 + 2 * i)) % 600) as i32 - 300) * 50) as i16)
+        .collect()
+}
+
+fn pcm_bytes(s: &[i16]) -> Vec<u8> {
+    s.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// The question as a 24 kHz 16-bit WAV, written here with hound (not the server's writer).
+fn question_wav(s: &[i16]) -> Vec<u8> {
+    let mut out = std::io::Cursor::new(Vec::new());
+    let spec = hound::WavSpec {
+        channels: 1,
+        sample_rate: 24_000,
+        bits_per_sample: 16,
+        sample_format: hound::SampleFormat::Int,
+    };
+    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
+    for &v in s {
+        w.write_sample(v).unwrap();
+    }
+    w.finalize().unwrap();
+    out.into_inner()
+}
+
+fn question_artifact(wav: &[u8]) -> Artifact {
+    Artifact {
+        id: QUESTION_ID.into(),
+        kind: ArtifactKind::Custom,
+        payload: wav.to_vec(),
+        meta: Default::default(),
+    }
+}
+
+fn request(question: &[u8], history: Vec<Artifact>, max: usize) -> S2sRequest {
+    S2sRequest {
+        question: question.to_vec().into(),
+        history,
+        return_codes: true,
+        s2s: S2sOptions {
+            max_new_tokens: max,
+            ..S2sOptions::default()
+        },
+    }
+}
+
+async fn connect(srv: &serve::Running, query: &str) -> Ws {
+    let url = format!("ws://{}/v1/realtime?model={MODEL}{query}", srv.addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
+    let hello = next(&mut ws).await;
+    assert_eq!(hello["type"], "session.created", "{hello}");
+    ws
+}
+
+async fn send(ws: &mut Ws, v: Value) {
+    ws.send(Message::text(v.to_string())).await.unwrap();
+}
+
+/// The next server event (within 60 s).
+async fn next(ws: &mut Ws) -> Value {
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
+            .await
+            .expect("a server event within 60 s")
+            .expect("the socket is open")
+            .unwrap();
+        if let Message::Text(t) = m {
+            return serde_json::from_str(t.as_str()).unwrap();
+        }
+    }
+}
+
+/// Events up to and including the first of type `kind`.
+async fn until(ws: &mut Ws, kind: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    loop {
+        let e = next(ws).await;
+        let done = e["type"] == kind;
+        out.push(e);
+        if done {
+            return out;
+        }
+    }
+}
+
+/// Sends `v` and expects an `error` event with `code`, answering `v`'s event_id.
+async fn expect_error(ws: &mut Ws, v: Value, code: &str) {
+    let id = v["event_id"].clone();
+    send(ws, v.clone()).await;
+    let e = next(ws).await;
+    assert_eq!(e["type"], "error", "{v} -> {e}");
+    assert_eq!(e["error"]["code"], code, "{v} -> {e}");
+    assert_eq!(e["error"]["type"], "invalid_request_error", "{e}");
+    assert_eq!(e["error"]["event_id"], id, "{e}");
+    assert!(e["event_id"].is_string(), "{e}");
+}
+
+/// Appends `pcm` in 100 ms chunks.
+async fn append(ws: &mut Ws, pcm: &[i16]) {
+    for chunk in pcm.chunks(2_400) {
+        send(
+            ws,
+            json!({"type": "input_audio_buffer.append", "audio": b64(&pcm_bytes(chunk))}),
+        )
+        .await;
+    }
+}
+
+/// Commits the buffer and reads `committed` and the item's events; the item id.
+async fn commit(ws: &mut Ws) -> String {
+    send(ws, json!({"type": "input_audio_buffer.commit"})).await;
+    let c = next(ws).await;
+    assert_eq!(c["type"], "input_audio_buffer.committed", "{c}");
+    let added = next(ws).await;
+    assert_eq!(added["type"], "conversation.item.added", "{added}");
+    assert_eq!(added["item"]["id"], c["item_id"]);
+    assert_eq!(next(ws).await["type"], "conversation.item.done");
+    c["item_id"].as_str().unwrap().to_owned()
+}
+
+/// The PCM of a response's audio deltas and its `response.done`.
+fn response_audio(events: &[Value]) -> (Vec<u8>, Value) {
+    let mut pcm = Vec::new();
+    for e in events {
+        if e["type"] == "response.output_audio.delta" {
+            pcm.extend(unb64(e["delta"].as_str().unwrap()));
+        }
+    }
+    (pcm, events.last().unwrap()["response"].clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_events_get_error_events_and_the_sockets_stay_usable() {
+    let srv = server().await;
+    let mut ws = connect(&srv, "").await;
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"type": "realtime"}}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["type"], "session.updated");
+
+    ws.send(Message::text("{not json")).await.unwrap();
+    let e = next(&mut ws).await;
+    assert_eq!(e["error"]["code"], "invalid_json", "{e}");
+    expect_error(
+        &mut ws,
+        json!({"type": "no.such.event", "event_id": "e1"}),
+        "unknown_event",
+    )
+    .await;
+    expect_error(&mut ws, json!({"event_id": "e2"}), "missing_type").await;
+    expect_error(
+        &mut ws,
+        json!({"type": "input_audio_buffer.append", "audio": "!!!not base64", "event_id": "e3"}),
+        "invalid_base64",
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "input_audio_buffer.append", "audio": b64(&[1, 2, 3]), "event_id": "e4"}),
+        "invalid_audio",
+    )
+    .await;
+    // A 20 MiB append: past the longest question (60 s), refused before it is decoded.
+    let big = "A".repeat(20 << 20);
+    expect_error(
+        &mut ws,
+        json!({"type": "input_audio_buffer.append", "audio": big, "event_id": "e5"}),
+        "input_audio_buffer_full",
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "input_audio_buffer.commit", "event_id": "e6"}),
+        "input_audio_buffer_commit_empty",
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "response.create", "event_id": "e7"}),
+        "conversation_empty",
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "response.cancel", "event_id": "e8"}),
+        "response_cancel_not_active",
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "conversation.item.truncate", "item_id": "item_x", "content_index": 0,
+               "audio_end_ms": 10, "event_id": "e9"}),
+        "item_not_found",
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "session.update", "event_id": "e10",
+               "session": {"audio": {"input": {"format": {"type": "audio/pcm", "rate": 8000}}}}}),
+        "invalid_value",
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "session.update", "event_id": "e12",
+               "session": {"audio": {"input": {"turn_detection": {"type": "server_vad"}}}}}),
+        "turn_detection_unavailable",
+    )
+    .await;
+    // A bad update changes nothing: the session is still at 24 kHz.
+    send(&mut ws, json!({"type": "session.update", "session": {}})).await;
+    let u = next(&mut ws).await;
+    assert_eq!(
+        u["session"]["audio"]["input"]["format"]["rate"], 24_000,
+        "{u}"
+    );
+
+    // Usable: a question (with the 20 MiB append not in it), and two responses at once.
+    append(&mut ws, &question_pcm(0)).await;
+    commit(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"type": "response.create", "response": {"max_output_tokens": 30}}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["type"], "response.created");
+    send(
+        &mut ws,
+        json!({"type": "response.create", "event_id": "e11"}),
+    )
+    .await;
+    // The running response's events go on around the error.
+    let mut first = until(&mut ws, "error").await;
+    let e = first.pop().unwrap();
+    assert_eq!(
+        e["error"]["code"], "conversation_already_has_active_response",
+        "{e}"
+    );
+    assert_eq!(e["error"]["event_id"], "e11", "{e}");
+    // Meanwhile a second socket runs a whole turn.
+    let mut other = connect(&srv, "").await;
+    append(&mut other, &question_pcm(1)).await;
+    commit(&mut other).await;
+    send(
+        &mut other,
+        json!({"type": "response.create", "response": {"max_output_tokens": 30}}),
+    )
+    .await;
+    let (pcm, done) = response_audio(&until(&mut other, "response.done").await);
+    assert!(!pcm.is_empty());
+    assert_ne!(done["status"], "failed", "{done}");
+    // And the first socket's response ends normally.
+    first.extend(until(&mut ws, "response.done").await);
+    let (pcm, done) = response_audio(&first);
+    assert!(!pcm.is_empty());
+    assert_eq!(done["usage"]["output_tokens"], 30, "{done}");
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_truncated_reply_is_the_history_of_the_next_turn() {
+    let srv = server().await;
+    let mut ws = connect(&srv, "").await;
+    let (q0, q1) = (question_pcm(0), question_pcm(1));
+    append(&mut ws, &q0).await;
+    commit(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"type": "response.create", "response": {"max_output_tokens": 4000}}),
+    )
+    .await;
+    // Cancel once 4 audio deltas have come.
+    let mut events = Vec::new();
+    let mut deltas = 0;
+    while deltas < 4 {
+        let e = next(&mut ws).await;
+        deltas += usize::from(e["type"] == "response.output_audio.delta");
+        assert_ne!(
+            e["type"], "response.done",
+            "the reply ended before the cancel: {e}"
+        );
+        events.push(e);
+    }
+    send(&mut ws, json!({"type": "response.cancel"})).await;
+    events.extend(until(&mut ws, "response.done").await);
+    let (pcm, done) = response_audio(&events);
+    assert_eq!(done["status"], "cancelled", "{done}");
+    assert_eq!(
+        done["status_details"]["reason"], "client_cancelled",
+        "{done}"
+    );
+    let heard_ms = (pcm.len() / 2 * 1000 / 24_000) as u64;
+    assert!(heard_ms > 2 * FRAME_MS, "{heard_ms} ms");
+    let item_id = done["output"][0]["id"].as_str().unwrap().to_owned();
+    // Past the audio sent: refused. Then a cut in the middle of a frame.
+    expect_error(
+        &mut ws,
+        json!({"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0,
+               "audio_end_ms": heard_ms + 1000}),
+        "invalid_audio_end_ms",
+    )
+    .await;
+    let cut_ms = heard_ms / 2 + FRAME_MS / 2;
+    send(
+        &mut ws,
+        json!({"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0,
+               "audio_end_ms": cut_ms}),
+    )
+    .await;
+    let t = next(&mut ws).await;
+    assert_eq!(t["type"], "conversation.item.truncated", "{t}");
+    assert_eq!(t["audio_end_ms"], cut_ms);
+
+    append(&mut ws, &q1).await;
+    commit(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"type": "response.create", "response": {"max_output_tokens": 40}}),
+    )
+    .await;
+    let (got, done2) = response_audio(&until(&mut ws, "response.done").await);
+    assert_ne!(done2["status"], "failed", "{done2}");
+    assert_eq!(done2["lfm2_audio"]["reused_questions"], 1, "{done2}");
+
+    // The library: the first reply generated as far as the cut needs, cut there with
+    // truncate_reply, then a fresh session answers the second question given that history.
+    let model = model();
+    let (w0, w1) = (question_wav(&q0), question_wav(&q1));
+    let expected = tokio::task::spawn_blocking(move || {
+        let mut s = Session::new(model.clone(), SessionOptions::default());
+        let mut samples = 0usize;
+        let need = ((cut_ms + FRAME_MS) * 24) as usize;
+        let first = s
+            .run(
+                &audio_engine::lfm2_audio::Job::S2s(request(&w0, vec![], 4000)),
+                &mut |ev| {
+                    if let ReplyEvent::Audio(a) = &ev {
+                        samples += a.len();
+                    }
+                    samples < need
+                },
+            )
+            .unwrap();
+        let fmt = model.reply_format();
+        let cut = truncate_reply(first.artifact.as_ref().unwrap(), &fmt, cut_ms).unwrap();
+        let mut fresh = Session::new(model.clone(), SessionOptions::default());
+        let r = fresh
+            .s2s(&request(&w1, vec![question_artifact(&w0), cut], 40))
+            .unwrap();
+        serve::audio_io::pcm16(&r.reply.audio)
+    })
+    .await
+    .unwrap();
+    assert_eq!(got.len(), expected.len());
+    assert!(
+        got == expected,
+        "the second turn differs from the library's"
+    );
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_disconnect_mid_response_gives_the_session_back_and_a_reconnect_starts_clean() {
+    let mut s = settings();
+    s.slots = 1;
+    let srv = server_with(s).await;
+    let client = reqwest::Client::new();
+    let mut ws = connect(&srv, "").await;
+    append(&mut ws, &question_pcm(0)).await;
+    commit(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"type": "response.create", "response": {"max_output_tokens": 4000}}),
+    )
+    .await;
+    let first_audio = loop {
+        let e = next(&mut ws).await;
+        assert_ne!(e["type"], "response.done", "{e}");
+        if e["type"] == "response.output_audio.delta" {
+            break e;
+        }
+    };
+    assert!(first_audio["delta"].is_string());
+    let m = get_text(&client, &url(&srv, "/metrics")).await;
+    assert_eq!(metric_sum(&m, "serve_sessions_active"), 1.0, "{m}");
+    let t = Instant::now();
+    drop(ws);
+    let pool = srv.state.entries[0].pool.clone();
+    while pool.active() > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the session never came back"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    println!("session back {:?} after the disconnect", t.elapsed());
+    let m = get_text(&client, &url(&srv, "/metrics")).await;
+    assert_eq!(metric_sum(&m, "serve_sessions_active"), 0.0, "{m}");
+    assert_eq!(metric_sum(&m, "serve_client_disconnects_total"), 1.0, "{m}");
+
+    // A new socket is a new conversation: nothing to answer yet, then a turn of its own.
+    let mut ws = connect(&srv, "").await;
+    expect_error(
+        &mut ws,
+        json!({"type": "response.create"}),
+        "conversation_empty",
+    )
+    .await;
+    append(&mut ws, &question_pcm(1)).await;
+    commit(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"type": "response.create", "response": {"max_output_tokens": 20}}),
+    )
+    .await;
+    let (pcm, done) = response_audio(&until(&mut ws, "response.done").await);
+    assert!(!pcm.is_empty());
+    assert_eq!(done["lfm2_audio"]["reused_questions"], 0, "{done}");
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beta_clients_get_the_beta_event_names() {
+    let srv = server().await;
+    let mut ws = connect(&srv, "&beta=1").await;
+    send(
+        &mut ws,
+        json!({"type": "session.update",
+                         "session": {"input_audio_format": "pcm16", "turn_detection": null}}),
+    )
+    .await;
+    let u = next(&mut ws).await;
+    assert_eq!(u["session"]["input_audio_format"], "pcm16", "{u}");
+    append(&mut ws, &question_pcm(0)).await;
+    send(&mut ws, json!({"type": "input_audio_buffer.commit"})).await;
+    assert_eq!(next(&mut ws).await["type"], "input_audio_buffer.committed");
+    assert_eq!(next(&mut ws).await["type"], "conversation.item.created");
+    send(
+        &mut ws,
+        json!({"type": "response.create", "response": {"max_output_tokens": 20}}),
+    )
+    .await;
+    let events = until(&mut ws, "response.done").await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(kinds.contains(&"response.audio.delta"), "{kinds:?}");
+    assert!(!kinds.contains(&"response.output_audio.delta"), "{kinds:?}");
+    assert!(kinds.contains(&"response.audio.done"), "{kinds:?}");
+    srv.shutdown().await.unwrap();
+}
+
+/// A Python that imports `openai` and `websockets` (`$LFM2E_PYTHON`, else `python3`).
+fn python_with_realtime_sdk() -> Option<String> {
+    let py = std::env::var("LFM2E_PYTHON").unwrap_or_else(|_| "python3".into());
+    let ok = Command::new(&py)
+        .args(["-c", "import openai, websockets"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then_some(py)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
+    let Some(py) = python_with_realtime_sdk() else {
+        println!(
+            "skipped: no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
+             LFM2E_PYTHON)"
+        );
+        return;
+    };
+    let srv = server().await;
+    let dir = scratch("realtime-sdk");
+    let (q0, q1) = (question_pcm(0), question_pcm(1));
+    std::fs::write(dir.join("q0.pcm"), pcm_bytes(&q0)).unwrap();
+    std::fs::write(dir.join("q1.pcm"), pcm_bytes(&q1)).unwrap();
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/realtime_client.py");
+    let mut cmd = Command::new(&py);
+    cmd.arg(&script)
+        .arg(format!("ws://{}/v1", srv.addr))
+        .arg(MODEL)
+        .arg(&dir);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    let model = model();
+    let (w0, w1) = (question_wav(&q0), question_wav(&q1));
+    let expected = tokio::task::spawn_blocking(move || {
+        let mut s = Session::new(model, SessionOptions::default());
+        let a = s.s2s(&request(&w0, vec![], 40)).unwrap();
+        let history = vec![question_artifact(&w0), a.artifact.clone().unwrap()];
+        let b = s.s2s(&request(&w1, history, 40)).unwrap();
+        [a, b].map(|t| serve::audio_io::pcm16(&t.reply.audio))
+    })
+    .await
+    .unwrap();
+    for (i, want) in expected.iter().enumerate() {
+        let turn = &report["turns"][i];
+        let got = std::fs::read(dir.join(format!("reply{i}.pcm"))).unwrap();
+        assert_eq!(got.len(), want.len(), "turn {i}: {turn}");
+        assert!(
+            &got == want,
+            "turn {i}: the SDK's audio differs from the library's"
+        );
+        let status = turn["done"]["status"].as_str().unwrap();
+        assert!(["completed", "incomplete"].contains(&status), "{turn}");
+    }
+    let second = &report["turns"][1]["done"]["lfm2_audio"];
+    assert_eq!(second["reused_questions"], 1, "{second}");
+    assert!(
+        second["resumed_prefill_positions"].as_u64().unwrap() > 0,
+        "{second}"
+    );
+    assert_eq!(second["affinity"], true, "{second}");
+    println!(
+        "first audio after the commit: {:?} ms",
+        report["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["done"]["lfm2_audio"]["latency_ms"].clone())
+            .collect::<Vec<_>>()
+    );
+    srv.shutdown().await.unwrap();
+}
+
+/// The README's Realtime example, as written (the base URL replaced), run in a scratch
+/// directory holding its `q.wav`: its `reply.pcm` equals the library's S2S of that question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_realtime_example_runs_and_its_reply_equals_the_library_s2s() {
+    let Some(py) = python_with_realtime_sdk() else {
+        println!("skipped: no Python with `openai[realtime]`");
+        return;
+    };
+    let readme = readme();
+    let marker = "Realtime with the OpenAI Python SDK";
+    let at = readme.find(marker).expect("the README's Realtime example");
+    let rest = &readme[at..];
+    let open = rest.find("```python\n").expect("its python block") + "```python\n".len();
+    let close = rest[open..].find("\n```").unwrap() + open;
+    let base = "ws://127.0.0.1:8080/v1";
+    assert!(rest[open..close].contains(base), "the example names {base}");
+    let srv = server().await;
+    let code = rest[open..close].replace(base, &format!("ws://{}/v1", srv.addr));
+    let max: usize = code
+        .split("\"max_output_tokens\": ")
+        .nth(1)
+        .and_then(|s| s.split('}').next())
+        .and_then(|s| s.trim().parse().ok())
+        .expect("the example sets max_output_tokens");
+    let dir = scratch("realtime-readme");
+    let q = question_pcm(2);
+    std::fs::write(dir.join("q.wav"), question_wav(&q)).unwrap();
+    std::fs::write(dir.join("example.py"), &code).unwrap();
+    let mut cmd = Command::new(&py);
+    cmd.arg("example.py").current_dir(&dir);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got = std::fs::read(dir.join("reply.pcm")).unwrap();
+    let model = model();
+    let w = question_wav(&q);
+    let want = tokio::task::spawn_blocking(move || {
+        let mut s = Session::new(model, SessionOptions::default());
+        let r = s.s2s(&request(&w, vec![], max)).unwrap();
+        (serve::audio_io::pcm16(&r.reply.audio), r.reply.text)
+    })
+    .await
+    .unwrap();
+    assert_eq!(got.len(), want.0.len(), "{stdout}");
+    assert!(
+        got == want.0,
+        "the example's reply differs from the library's"
+    );
+    assert!(stdout.starts_with(&want.1), "{stdout:?} vs {:?}", want.1);
+    srv.shutdown().await.unwrap();
+}
