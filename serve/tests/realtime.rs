@@ -238,8 +238,8 @@ async fn bad_events_get_error_events_and_the_sockets_stay_usable() {
     expect_error(
         &mut ws,
         json!({"type": "session.update", "event_id": "e12",
-               "session": {"audio": {"input": {"turn_detection": {"type": "server_vad"}}}}}),
-        "turn_detection_unavailable",
+               "session": {"audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 1.5}}}}}),
+        "invalid_value",
     )
     .await;
     // A bad update changes nothing: the session is still at 24 kHz.
@@ -451,6 +451,49 @@ async fn a_disconnect_mid_response_gives_the_session_back_and_a_reconnect_starts
     let (pcm, done) = response_audio(&until(&mut ws, "response.done").await);
     assert!(!pcm.is_empty());
     assert_eq!(done["lfm2_audio"]["reused_questions"], 0, "{done}");
+    // An idle socket holds no session: the only one is free while this socket stays open.
+    let t = Instant::now();
+    while pool.active() > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the idle socket keeps its session"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let r = client
+        .post(url(&srv, "/v1/tasks/run"))
+        .json(&task(
+            MODEL,
+            json!({"audio": b64(&question(0)), "max_tokens": 5}),
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    drop(ws);
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_an_api_key_the_socket_needs_the_bearer_token() {
+    let mut s = settings();
+    s.api_key = Some("sekret".into());
+    let srv = server_with(s).await;
+    let url = format!("ws://{}/v1/realtime?model={MODEL}", srv.addr);
+    let refused = tokio_tungstenite::connect_async(url.as_str()).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 401),
+        other => panic!(
+            "connected without the key: {:?}",
+            other.map(|(_, r)| r.status())
+        ),
+    }
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = url.into_client_request().unwrap();
+    req.headers_mut()
+        .insert("authorization", "Bearer sekret".parse().unwrap());
+    let (mut ws, _) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(next(&mut ws).await["type"], "session.created");
     srv.shutdown().await.unwrap();
 }
 
@@ -493,26 +536,28 @@ fn python_with_realtime_sdk() -> Option<String> {
     ok.then_some(py)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
-    let Some(py) = python_with_realtime_sdk() else {
-        println!(
-            "skipped: no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
-             LFM2E_PYTHON)"
-        );
-        return;
-    };
+/// Runs `realtime_client.py` on two questions streamed as `streams` (with `vad`: server VAD
+/// commits them); checks each reply's PCM against the library's S2S of the question the server
+/// committed (all of a stream, or the VAD's range of it) and the second turn's reuse.
+async fn sdk_two_turns(py: &str, streams: [Vec<i16>; 2], vad: bool) {
     let srv = server().await;
-    let dir = scratch("realtime-sdk");
-    let (q0, q1) = (question_pcm(0), question_pcm(1));
-    std::fs::write(dir.join("q0.pcm"), pcm_bytes(&q0)).unwrap();
-    std::fs::write(dir.join("q1.pcm"), pcm_bytes(&q1)).unwrap();
+    let dir = scratch(if vad {
+        "realtime-sdk-vad"
+    } else {
+        "realtime-sdk"
+    });
+    for (i, q) in streams.iter().enumerate() {
+        std::fs::write(dir.join(format!("q{i}.pcm")), pcm_bytes(q)).unwrap();
+    }
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/realtime_client.py");
-    let mut cmd = Command::new(&py);
+    let mut cmd = Command::new(py);
     cmd.arg(&script)
         .arg(format!("ws://{}/v1", srv.addr))
         .arg(MODEL)
         .arg(&dir);
+    if vad {
+        cmd.arg("vad");
+    }
     let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
         .await
         .unwrap();
@@ -524,13 +569,30 @@ async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
     );
     let report: Value =
         serde_json::from_slice(&std::fs::read(dir.join("report.json")).unwrap()).unwrap();
+    // The questions the server committed: with VAD, the range it heard on the socket's
+    // timeline (all audio appended, both streams one after the other).
+    let all: Vec<i16> = streams.concat();
+    let questions: Vec<Vec<u8>> = (0..2)
+        .map(|i| {
+            if !vad {
+                return question_wav(&streams[i]);
+            }
+            let h = &report["turns"][i]["heard"];
+            let (a, b) = (
+                h["start_ms"].as_u64().unwrap(),
+                h["end_ms"].as_u64().unwrap(),
+            );
+            println!("turn {i}: the VAD heard {a}..{b} ms");
+            question_wav(&all[a as usize * 24..b as usize * 24])
+        })
+        .collect();
     let model = model();
-    let (w0, w1) = (question_wav(&q0), question_wav(&q1));
+    let qs = questions.clone();
     let expected = tokio::task::spawn_blocking(move || {
         let mut s = Session::new(model, SessionOptions::default());
-        let a = s.s2s(&request(&w0, vec![], 40)).unwrap();
-        let history = vec![question_artifact(&w0), a.artifact.clone().unwrap()];
-        let b = s.s2s(&request(&w1, history, 40)).unwrap();
+        let a = s.s2s(&request(&qs[0], vec![], 40)).unwrap();
+        let history = vec![question_artifact(&qs[0]), a.artifact.clone().unwrap()];
+        let b = s.s2s(&request(&qs[1], history, 40)).unwrap();
         [a, b].map(|t| serve::audio_io::pcm16(&t.reply.audio))
     })
     .await
@@ -554,7 +616,7 @@ async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
     );
     assert_eq!(second["affinity"], true, "{second}");
     println!(
-        "first audio after the commit: {:?} ms",
+        "first audio after the end of the turn: {:?} ms",
         report["turns"]
             .as_array()
             .unwrap()
@@ -563,6 +625,35 @@ async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
             .collect::<Vec<_>>()
     );
     srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
+    let Some(py) = python_with_realtime_sdk() else {
+        println!(
+            "skipped: no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
+             LFM2E_PYTHON)"
+        );
+        return;
+    };
+    sdk_two_turns(&py, [question_pcm(0), question_pcm(1)], false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_openai_python_sdk_with_server_vad_equals_the_library_s2s_of_what_it_committed() {
+    let Some(py) = python_with_realtime_sdk() else {
+        println!("skipped: no Python with `openai[realtime]`");
+        return;
+    };
+    let (Some(s0), Some(s1)) = (
+        speech_24k("Good morning, how are you?"),
+        speech_24k("Please say that again, slowly."),
+    ) else {
+        println!("skipped: no espeak-ng");
+        return;
+    };
+    let pad = |s: Vec<i16>| [silence(400), s, silence(1000)].concat();
+    sdk_two_turns(&py, [pad(s0), pad(s1)], true).await;
 }
 
 /// The README's Realtime example, as written (the base URL replaced), run in a scratch
@@ -620,5 +711,159 @@ async fn the_readme_realtime_example_runs_and_its_reply_equals_the_library_s2s()
         "the example's reply differs from the library's"
     );
     assert!(stdout.starts_with(&want.1), "{stdout:?} vs {:?}", want.1);
+    srv.shutdown().await.unwrap();
+}
+
+/// Speech by espeak-ng at 24 kHz (PCM16), or `None` without espeak-ng.
+fn speech_24k(text: &str) -> Option<Vec<i16>> {
+    let dir = scratch(&format!("espeak-{}", text.len()));
+    let path = dir.join("s.wav");
+    let ok = Command::new("espeak-ng")
+        .args(["-v", "en-us", "-w"])
+        .arg(&path)
+        .arg(text)
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        return None;
+    }
+    let mut r = hound::WavReader::open(&path).unwrap();
+    let rate = r.spec().sample_rate;
+    let x: Vec<f32> = r
+        .samples::<i16>()
+        .map(|s| f32::from(s.unwrap()) / 32768.0)
+        .collect();
+    let mut y = Vec::new();
+    voice_activity::Resampler::new(rate, 24_000)
+        .unwrap()
+        .process(&x, &mut y);
+    Some(
+        y.iter()
+            .map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16)
+            .collect(),
+    )
+}
+
+/// Silence, `ms` long at 24 kHz.
+fn silence(ms: usize) -> Vec<i16> {
+    vec![0; ms * 24]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_vad_commits_answers_and_is_interrupted_by_speech() {
+    let (Some(s0), Some(s1)) = (
+        speech_24k("What is the weather like in Paris today?"),
+        speech_24k("Tell me a story about a small red fox."),
+    ) else {
+        println!("skipped: no espeak-ng");
+        return;
+    };
+    let srv = server().await;
+    let mut ws = connect(&srv, "").await;
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"type": "realtime",
+        "max_output_tokens": 40,
+        "audio": {"input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500,
+                                                "prefix_padding_ms": 300}}}}}),
+    )
+    .await;
+    let u = next(&mut ws).await;
+    assert_eq!(
+        u["session"]["audio"]["input"]["turn_detection"]["type"], "server_vad",
+        "{u}"
+    );
+    // Turn 1: speech padded with silence; the VAD commits it and a response starts by itself.
+    let stream: Vec<i16> = [silence(500), s0.clone(), silence(1200)].concat();
+    append(&mut ws, &stream).await;
+    let events = until(&mut ws, "response.done").await;
+    let kind = |k: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == k)
+            .cloned()
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {k} in {:?}",
+                    events.iter().map(|e| e["type"].clone()).collect::<Vec<_>>()
+                )
+            })
+    };
+    let started = kind("input_audio_buffer.speech_started");
+    let stopped = kind("input_audio_buffer.speech_stopped");
+    let committed = kind("input_audio_buffer.committed");
+    assert_eq!(started["item_id"], stopped["item_id"]);
+    assert_eq!(committed["item_id"], stopped["item_id"]);
+    let (a, b) = (
+        started["audio_start_ms"].as_u64().unwrap(),
+        stopped["audio_end_ms"].as_u64().unwrap(),
+    );
+    println!(
+        "speech 500..{} ms heard as {a}..{b} ms",
+        500 + s0.len() / 24
+    );
+    assert!(
+        a <= 500 && b > 500 && b <= (500 + s0.len() / 24 + 100) as u64,
+        "{a}..{b}"
+    );
+    let (got, done) = response_audio(&events);
+    assert_ne!(done["status"], "failed", "{done}");
+    // The question is the audio between the VAD's marks: the library's S2S of it, byte for byte.
+    let q0 = stream[a as usize * 24..b as usize * 24].to_vec();
+    let w0 = question_wav(&q0);
+    let model = model();
+    let want = tokio::task::spawn_blocking(move || {
+        let mut s = Session::new(model, SessionOptions::default());
+        serve::audio_io::pcm16(&s.s2s(&request(&w0, vec![], 40)).unwrap().reply.audio)
+    })
+    .await
+    .unwrap();
+    assert!(
+        got == want,
+        "the VAD turn differs from the library's S2S of its audio"
+    );
+
+    // Turn 2 runs long; speech during it cancels it (barge-in) and is the next question.
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"max_output_tokens": 4000}}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["type"], "session.updated");
+    append(&mut ws, &[s1.clone(), silence(1200)].concat()).await;
+    loop {
+        let e = next(&mut ws).await;
+        assert_ne!(e["type"], "response.done", "{e}");
+        if e["type"] == "response.output_audio.delta" {
+            break;
+        }
+    }
+    append(&mut ws, &[s0, silence(1200)].concat()).await;
+    let events = until(&mut ws, "response.done").await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    let at = kinds
+        .iter()
+        .position(|k| *k == "input_audio_buffer.speech_started")
+        .expect("speech_started");
+    let done = &events.last().unwrap()["response"];
+    assert_eq!(done["status"], "cancelled", "{done}");
+    assert_eq!(done["status_details"]["reason"], "turn_detected", "{done}");
+    // After the barge-in no audio of the cancelled reply is sent.
+    assert!(
+        !kinds[at..].contains(&"response.output_audio.delta"),
+        "{kinds:?}"
+    );
+    // The interrupting speech is answered next, by itself.
+    let events = until(&mut ws, "response.created").await;
+    assert!(events
+        .iter()
+        .any(|e| e["type"] == "input_audio_buffer.committed"));
+    send(&mut ws, json!({"type": "response.cancel"})).await;
+    let done = until(&mut ws, "response.done").await.pop().unwrap();
+    assert_eq!(done["response"]["status"], "cancelled", "{done}");
+    assert_eq!(
+        done["response"]["lfm2_audio"]["reused_questions"], 2,
+        "{done}"
+    );
     srv.shutdown().await.unwrap();
 }

@@ -43,9 +43,12 @@ pub struct Socket {
     response: Option<Response>,
     /// The item id and start of the speech the VAD is hearing.
     speech: Option<(String, u64)>,
+    /// A turn the VAD committed while a cancelled response was still stopping: when it ended,
+    /// answered as soon as that one is done.
+    respond_after: Option<Instant>,
 }
 
-/// What handling an event gave: events to send, and whether to close.
+/// The server events that handling one event gave, in order.
 type Out = Vec<Value>;
 
 impl Socket {
@@ -61,6 +64,7 @@ impl Socket {
             conv: Conversation::default(),
             response: None,
             speech: None,
+            respond_after: None,
             names: Names { beta },
             session_id,
             config,
@@ -76,6 +80,7 @@ impl Socket {
             return;
         }
         let mut tick = tokio::time::interval(Duration::from_millis(100));
+        let mut server_stop = false;
         loop {
             let out = tokio::select! {
                 m = ws.recv() => match m {
@@ -93,9 +98,7 @@ impl Socket {
                         continue;
                     }
                     // The server's shutdown deadline passed: stop the response, then close.
-                    if let Some(r) = self.response.as_mut() {
-                        r.cancel(CancelReason::Client);
-                    }
+                    server_stop = true;
                     break;
                 }
             };
@@ -103,14 +106,19 @@ impl Socket {
                 break;
             }
         }
-        if self.response.take().is_some() {
-            // Dropping the response stops its generation and frees its session.
+        // Dropping the response stops its generation and frees its session.
+        if self.response.take().is_some() && !server_stop {
             self.state
                 .metrics
                 .disconnects
                 .fetch_add(1, Ordering::Relaxed);
         }
         let _ = ws.send(Message::Close(None)).await;
+    }
+
+    /// Milliseconds of audio the socket received (the VAD's timeline).
+    fn received_ms(&self) -> u64 {
+        ms_of(self.input.received(), self.input.rate())
     }
 
     fn session_json(&self) -> Value {
@@ -150,7 +158,7 @@ impl Socket {
             "input_audio_buffer.commit" => self.commit(),
             "input_audio_buffer.clear" => {
                 self.input.clear();
-                self.turns.reset();
+                self.turns.reset(self.received_ms());
                 self.speech = None;
                 Ok(vec![event("input_audio_buffer.cleared", json!({}))])
             }
@@ -183,7 +191,7 @@ impl Socket {
         }
         if c.turn_detection != self.config.turn_detection || c.input_rate != self.config.input_rate
         {
-            self.turns = Turns::new(c.turn_detection.as_ref(), c.input_rate)?;
+            self.turns = Turns::new(c.turn_detection.as_ref(), c.input_rate, self.received_ms())?;
             self.speech = None;
         }
         if c.input_rate != self.config.input_rate {
@@ -211,36 +219,34 @@ impl Socket {
         let turns = self.turns.push(&samples);
         let mut out = Vec::new();
         for t in turns {
-            out.extend(self.on_turn(t)?);
+            out.extend(self.on_turn(t));
         }
         Ok(out)
     }
 
     /// A turn the VAD heard: speech started (barge-in) or stopped (commit, respond).
-    fn on_turn(&mut self, t: TurnEvent) -> Result<Out, EventError> {
+    /// A refusal of the response it would start is an `error` event after the turn's own
+    /// events, which the client still gets.
+    fn on_turn(&mut self, t: TurnEvent) -> Out {
         let Some(vad) = self.turns.settings().cloned() else {
-            return Ok(Vec::new());
+            return Vec::new();
         };
         match t {
             TurnEvent::SpeechStarted { audio_start_ms } => {
                 let item_id = ids::fresh("item");
-                let mut out = vec![event(
+                let out = vec![event(
                     "input_audio_buffer.speech_started",
                     json!({"audio_start_ms": audio_start_ms, "item_id": item_id}),
                 )];
                 self.speech = Some((item_id, audio_start_ms));
                 if vad.interrupt_response {
+                    // Barge-in: the reply stops at its next step and none of its audio still
+                    // on the way to the client is sent.
                     if let Some(r) = self.response.as_mut() {
-                        if r.cancelled.is_none() {
-                            r.cancel(CancelReason::TurnDetected);
-                            out.push(event(
-                                "output_audio_buffer.cleared",
-                                json!({"response_id": r.id}),
-                            ));
-                        }
+                        r.cancel(CancelReason::TurnDetected);
                     }
                 }
-                Ok(out)
+                out
             }
             TurnEvent::SpeechStopped { audio_end_ms } => {
                 let (item_id, start) = self
@@ -253,13 +259,22 @@ impl Socket {
                 )];
                 let samples = self.input.take_range(start, audio_end_ms);
                 if ms_of(samples.len() as u64, self.input.rate()) < MIN_COMMIT_MS {
-                    return Ok(out);
+                    return out;
                 }
                 out.extend(self.commit_samples(item_id, &samples));
-                if vad.create_response && self.response.is_none() {
-                    out.extend(self.response_create(None, Some(Instant::now()))?);
+                if vad.create_response {
+                    if self.response.is_some() {
+                        // why: a barge-in cancelled it (or, without interrupt_response, it
+                        // runs on); this turn is answered as soon as its response.done is out.
+                        self.respond_after = Some(Instant::now());
+                    } else {
+                        match self.response_create(None, Some(Instant::now())) {
+                            Ok(events) => out.extend(events),
+                            Err(e) => out.push(e.event(None)),
+                        }
+                    }
                 }
-                Ok(out)
+                out
             }
         }
     }
@@ -279,7 +294,7 @@ impl Socket {
             .take()
             .map_or_else(|| ids::fresh("item"), |(id, _)| id);
         let samples = self.input.take_all();
-        self.turns.reset();
+        self.turns.reset(self.received_ms());
         Ok(self.commit_samples(item_id, &samples))
     }
 
@@ -704,7 +719,19 @@ impl Socket {
             out.push(event("conversation.item.done", json!({"item": item})));
         }
         out.push(event("response.done", json!({"response": response})));
+        out.extend(self.answer_pending());
         out
+    }
+
+    /// Starts the response a VAD turn waits for, if one does.
+    fn answer_pending(&mut self) -> Out {
+        let Some(turn_end) = self.respond_after.take() else {
+            return Vec::new();
+        };
+        match self.response_create(None, Some(turn_end)) {
+            Ok(out) => out,
+            Err(e) => vec![e.event(None)],
+        }
     }
 
     /// The response failed: its item is dropped, an `error` and a failed `response.done` go
@@ -714,6 +741,9 @@ impl Socket {
             return Vec::new();
         };
         let _ = self.conv.delete(&r.item_id);
+        // A turn waiting for this response is left for the client to answer with
+        // response.create (its question stays in the conversation).
+        self.respond_after = None;
         let e = EventError {
             kind,
             code: "response_failed",

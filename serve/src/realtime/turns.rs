@@ -1,12 +1,11 @@
 //! Turn detection: the socket's input audio goes through here as it arrives, and server VAD
-//! (when the session asks for it) says where speech starts and stops.
-//!
-//! The detector is the workspace's voice-activity crate once it lands; until then a session
-//! asking for `server_vad` is refused with an error event and keeps manual commits
-//! (`turn_detection: null`). Everything else (the events, barge-in, the commit of
-//! `[audio_start_ms, audio_end_ms]`) is in the socket loop and does not change when it comes.
+//! (when the session asks for it) says where speech starts and stops, on the timeline of all
+//! audio the socket received. The detector is the workspace's `voice-activity` crate (Silero
+//! VAD by default); the events, barge-in and the commit of `[audio_start_ms, audio_end_ms]` are
+//! the socket loop's.
 
 use serde_json::{json, Value};
+use voice_activity::{Segmenter, VadConfig, VadEvent};
 
 use super::error::EventError;
 
@@ -67,42 +66,76 @@ pub enum TurnEvent {
     },
 }
 
-/// The socket's turn detector: `None` for manual commits.
+/// The socket's turn detector: none for manual commits.
 #[derive(Default)]
 pub struct Turns {
-    settings: Option<VadSettings>,
+    detector: Option<(VadSettings, Segmenter)>,
+    /// Where the detector's timeline starts on the socket's (ms of audio received before it).
+    base_ms: u64,
 }
 
 impl Turns {
-    /// A detector for `settings` on input at `sample_rate`; an error event when server VAD is
-    /// not available.
-    pub fn new(settings: Option<&VadSettings>, _sample_rate: u32) -> Result<Turns, EventError> {
-        match settings {
-            None => Ok(Turns { settings: None }),
-            Some(_) => Err(EventError::invalid(
-                "turn_detection_unavailable",
-                "server_vad is not available in this build of the server yet: use \
-                 turn_detection null and commit the input audio buffer yourself",
-            )
-            .at("session.audio.input.turn_detection")),
-        }
+    /// A detector for `settings` on input at `sample_rate` whose timeline starts at `base_ms`
+    /// of the socket's audio; an error event for settings the detector refuses.
+    pub fn new(
+        settings: Option<&VadSettings>,
+        sample_rate: u32,
+        base_ms: u64,
+    ) -> Result<Turns, EventError> {
+        let detector = match settings {
+            None => None,
+            Some(s) => {
+                let config = VadConfig {
+                    threshold: s.threshold,
+                    prefix_padding_ms: s.prefix_padding_ms,
+                    silence_duration_ms: s.silence_duration_ms,
+                };
+                let seg = Segmenter::new(config, sample_rate).map_err(|e| {
+                    EventError::invalid("invalid_value", e.to_string())
+                        .at("session.audio.input.turn_detection")
+                })?;
+                Some((s.clone(), seg))
+            }
+        };
+        Ok(Turns { detector, base_ms })
     }
 
     /// The settings in use (`None`: manual commits).
     pub fn settings(&self) -> Option<&VadSettings> {
-        self.settings.as_ref()
+        self.detector.as_ref().map(|(s, _)| s)
     }
 
     /// Hears `samples` (PCM16 at the input rate); the turns they start or end.
-    pub fn push(&mut self, _samples: &[i16]) -> Vec<TurnEvent> {
-        Vec::new()
+    pub fn push(&mut self, samples: &[i16]) -> Vec<TurnEvent> {
+        let Some((_, seg)) = self.detector.as_mut() else {
+            return Vec::new();
+        };
+        let f: Vec<f32> = samples.iter().map(|&s| f32::from(s) / 32768.0).collect();
+        let base = self.base_ms;
+        seg.push(&f)
+            .into_iter()
+            .map(|e| match e {
+                VadEvent::SpeechStarted { audio_start_ms } => TurnEvent::SpeechStarted {
+                    audio_start_ms: base + audio_start_ms,
+                },
+                VadEvent::SpeechStopped { audio_end_ms } => TurnEvent::SpeechStopped {
+                    audio_end_ms: base + audio_end_ms,
+                },
+            })
+            .collect()
     }
 
     /// Whether the speaker is talking now.
     pub fn in_speech(&self) -> bool {
-        false
+        self.detector.as_ref().is_some_and(|(_, s)| s.in_speech())
     }
 
-    /// Forgets the audio heard so far (after a `clear`).
-    pub fn reset(&mut self) {}
+    /// Forgets the audio heard so far (after a commit or a clear): the timeline starts again
+    /// at `base_ms` of the socket's audio.
+    pub fn reset(&mut self, base_ms: u64) {
+        if let Some((_, s)) = self.detector.as_mut() {
+            s.reset();
+        }
+        self.base_ms = base_ms;
+    }
 }
