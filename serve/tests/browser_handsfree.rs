@@ -1,10 +1,11 @@
 //! The voice page's hands-free mode in headless Chromium (driven over WebDriver by
 //! chromedriver), its fake microphone fed from a WAV of three spoken utterances (espeak-ng):
-//! the first two are questions whose replies complete, the third starts while the second reply
-//! is still playing and being generated. Checked from the figures the page records
-//! (`window.handsfree`): two replies complete with their audio received and played, one is
-//! stopped at once, the server's `response.done` says cancelled, and the page truncates it at
-//! no more audio than it received (the server acknowledges the same cut).
+//! the first two are questions whose replies run to their end, the third starts while the
+//! second reply is still playing and being generated. Checked from the figures the page records
+//! (`window.handsfree`): two replies end with their audio received (as much as the server
+//! sent) and played out; one is stopped at once, the server's `response.done` says cancelled
+//! (its VAD heard the barge-in), and the page truncates it at the audio it played, no more than
+//! it received (the server acknowledges the same cut).
 //! Skips (passing) when `chromium`, `chromedriver` or `espeak-ng` is not installed.
 
 mod common;
@@ -321,8 +322,7 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
         );
     }
     eprintln!(
-        "vad: {}, capture: {}, appended {:.0} ms, third utterance at {third_at:.2} s",
-        hf["vad"],
+        "capture: {}, appended {:.0} ms, third utterance at {third_at:.2} s",
         hf["capture"],
         f(&hf["appended_ms"])
     );
@@ -373,6 +373,12 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
     let at = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
     let cancelled = at(&|e| e["type"] == "response.done" && e["status"] == "cancelled")
         .expect("a cancelled response.done");
+    // The server's VAD cancelled it (the page sends no response.cancel).
+    assert_eq!(events[cancelled]["reason"], "turn_detected", "{events:?}");
+    assert!(
+        !events.iter().any(|e| e["type"] == "response.cancel"),
+        "{events:?}"
+    );
     let truncate = at(&|e| e["dir"] == "out" && e["type"] == "conversation.item.truncate")
         .expect("a truncate sent");
     let started = events[..cancelled]
@@ -380,6 +386,16 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
         .rposition(|e| e["type"] == "input_audio_buffer.speech_started")
         .expect("speech started before the cancel");
     assert!(started < cancelled && cancelled < truncate, "{events:?}");
+    // The cut is the audio clock's: no more than the wall time from the reply's first delta
+    // to the speech_started that stopped it (playback cannot start before its audio arrived).
+    let second_item = second["item_id"].as_str().unwrap();
+    let first_delta = events
+        .iter()
+        .find(|e| e["type"] == "response.output_audio.delta" && e["item_id"] == second_item)
+        .expect("the second reply's first delta");
+    let window_ms = f(&events[started]["t_ms"]) - f(&first_delta["t_ms"]);
+    eprintln!("reply 2: {window_ms} ms from its first delta to the barge-in, {cut} ms played");
+    assert!(cut <= window_ms, "{cut} ms played in {window_ms} ms");
     assert_eq!(
         hf["truncates"].as_array().unwrap().len(),
         1,

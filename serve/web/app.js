@@ -27,7 +27,6 @@
   // (audio appends left out), the truncations sent, the errors the server answered.
   const hf = {
     state: "off",
-    vad: null,
     appended_ms: 0,
     turns: [],
     events: [],
@@ -125,46 +124,6 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
     return [src, node];
   }
 
-  // ---- the page's own VAD, for a server without one ----
-  // Only used when the server refuses `server_vad` (`turn_detection_unavailable`): an energy
-  // gate on the 100 ms chunks that keeps the server's turn shape (prefix padding, a silence
-  // that ends the turn). Silence is not sent at all; a turn is committed when it ends.
-  class PageVad {
-    constructor(settings) {
-      this.thresholdDb = num("page_vad_db", -45);
-      this.prefix = Math.max(1, Math.round(settings.prefix_padding_ms / 100));
-      this.silence = Math.max(1, Math.round(settings.silence_duration_ms / 100));
-      this.held = [];
-      this.inSpeech = false;
-      this.loud = 0;
-      this.quiet = 0;
-    }
-    // The chunks to append now, and whether speech started or stopped with this one.
-    push(pcm) {
-      let e = 0;
-      for (let i = 0; i < pcm.length; i++) e += pcm[i] * pcm[i];
-      const db = 10 * Math.log10(e / Math.max(1, pcm.length) / (32768 * 32768) + 1e-12);
-      const loud = db > this.thresholdDb;
-      if (!this.inSpeech) {
-        this.held.push(pcm);
-        // why two loud chunks: one click is not a turn.
-        this.loud = loud ? this.loud + 1 : 0;
-        if (this.held.length > this.prefix + 2) this.held.shift();
-        if (this.loud < 2) return { send: [], started: false, stopped: false };
-        this.inSpeech = true;
-        this.quiet = 0;
-        const send = this.held;
-        this.held = [];
-        return { send, started: true, stopped: false };
-      }
-      this.quiet = loud ? 0 : this.quiet + 1;
-      if (this.quiet < this.silence) return { send: [pcm], started: false, stopped: false };
-      this.inSpeech = false;
-      this.loud = 0;
-      return { send: [pcm], started: false, stopped: true };
-    }
-  }
-
   // ---- base64 ----
   function b64(bytes) {
     let s = "";
@@ -203,14 +162,14 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
     s.ws.send(JSON.stringify(ev));
     if (ev.type !== "input_audio_buffer.append") log("out", ev.type);
   }
-  function sessionUpdate(vad) {
+  function sessionUpdate() {
     return {
       type: "session.update",
       session: {
         type: "realtime",
         max_output_tokens: Number($("max_tokens").value) || "inf",
         audio: {
-          input: { format: { type: "audio/pcm", rate: RATE }, turn_detection: vad ? vadSettings : null },
+          input: { format: { type: "audio/pcm", rate: RATE }, turn_detection: vadSettings },
           output: { format: { type: "audio/pcm", rate: RATE } },
         },
       },
@@ -224,12 +183,9 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
       ctx: new (window.AudioContext || window.webkitAudioContext)(),
       ready: false,
       pending: [],
-      pageVad: null,
       userSpeaking: false,
       // Set when a turn ended and its response has not finished.
       awaiting: false,
-      // A response to create once the running one is done (page VAD only).
-      createWhenIdle: false,
       playAt: 0,
       byItem: new Map(),
       byResponse: new Map(),
@@ -241,7 +197,6 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
     hf.truncates.length = 0;
     hf.errors.length = 0;
     hf.appended_ms = 0;
-    hf.vad = null;
     $("hf-turns").textContent = "";
     $("hf-start").disabled = true;
     $("hf-stop").disabled = false;
@@ -261,7 +216,7 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     const model = encodeURIComponent($("model").value);
     s.ws = new WebSocket(`${proto}//${location.host}/v1/realtime?model=${model}`);
-    s.ws.onopen = () => send(s, sessionUpdate(true));
+    s.ws.onopen = () => send(s, sessionUpdate());
     s.ws.onmessage = (m) => {
       if (live !== s) return;
       try {
@@ -297,36 +252,12 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
     setState("error: " + message);
   }
 
-  // A microphone chunk: held until the session is set up, then appended (server VAD) or
-  // gated by the page's VAD.
+  // A microphone chunk: held until the session is set up (so the server's VAD hears the
+  // audio from the start), then appended.
   function onMic(s, pcm) {
     if (live !== s) return;
-    if (!s.ready) {
-      s.pending.push(pcm);
-      return;
-    }
-    if (!s.pageVad) {
-      append(s, pcm);
-      return;
-    }
-    const r = s.pageVad.push(pcm);
-    if (r.started) {
-      log("page", "input_audio_buffer.speech_started");
-      onSpeechStarted(s, null);
-    }
-    for (const c of r.send) append(s, c);
-    if (r.stopped) {
-      log("page", "input_audio_buffer.speech_stopped");
-      s.userSpeaking = false;
-      s.awaiting = true;
-      s.turnEndAt = performance.now();
-      send(s, { type: "input_audio_buffer.commit" });
-      if (s.byResponse.size && [...s.byResponse.values()].some((t) => t.status === "in_progress")) {
-        s.createWhenIdle = true;
-      } else {
-        send(s, { type: "response.create" });
-      }
-    }
+    if (!s.ready) s.pending.push(pcm);
+    else append(s, pcm);
   }
   function append(s, pcm) {
     send(s, { type: "input_audio_buffer.append", audio: pcmToB64(pcm) });
@@ -338,7 +269,8 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
     if (type.endsWith(".delta")) {
       log("in", type, { item_id: ev.item_id });
     } else if (type === "response.done") {
-      log("in", type, { response_id: ev.response.id, status: ev.response.status });
+      const d = ev.response.status_details;
+      log("in", type, { response_id: ev.response.id, status: ev.response.status, reason: d && d.reason });
     } else if (type === "error") {
       log("in", type, { code: ev.error && ev.error.code });
     } else {
@@ -348,17 +280,14 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
       case "session.updated":
         if (!s.ready) {
           s.ready = true;
-          hf.vad = hf.vad || "server";
           for (const c of s.pending.splice(0)) onMic(s, c);
         }
         break;
       case "error": {
         const e = ev.error || {};
-        if (e.code === "turn_detection_unavailable" && !s.ready) {
-          // The server has no VAD: the page finds the turns itself.
-          hf.vad = "page";
-          s.pageVad = new PageVad(vadSettings);
-          send(s, sessionUpdate(false));
+        if (!s.ready) {
+          // The session update itself was refused (a server without VAD, a bad setting).
+          failed(s, "the server refused the session: " + (e.message || e.code));
           break;
         }
         hf.errors.push({ code: e.code || null, message: e.message || "", event_id: e.event_id || null });
@@ -508,9 +437,8 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
     t._el.querySelector(".cut").textContent =
       "interrupted after " + (played / 1000).toFixed(2) + " s of " +
       (t.audio_ms_received / 1000).toFixed(2) + " s received";
-    if (s.pageVad && t.status === "in_progress") send(s, { type: "response.cancel", response_id: t.response_id });
     // why wait for response.done: the server refuses to truncate a reply it is still writing;
-    // with server VAD it cancels that response itself.
+    // its VAD heard the same speech and cancels that response itself.
     if (t.status !== "in_progress") sendTruncate(s, t);
   }
 
@@ -542,11 +470,6 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
       fig.textContent =
         r.status + " · first audio " + (t.first_delta_ms == null ? "–" : t.first_delta_ms + " ms") +
         " after the turn ended · " + (t.audio_ms_received / 1000).toFixed(2) + " s audio";
-    }
-    if (s.createWhenIdle) {
-      s.createWhenIdle = false;
-      s.awaiting = true;
-      send(s, { type: "response.create" });
     }
   }
 
