@@ -345,6 +345,23 @@ async fn a_cancelled_truncated_reply_is_the_history_of_the_next_turn() {
     let t = next(&mut ws).await;
     assert_eq!(t["type"], "conversation.item.truncated", "{t}");
     assert_eq!(t["audio_end_ms"], cut_ms);
+    send(
+        &mut ws,
+        json!({"type": "conversation.item.retrieve", "item_id": item_id}),
+    )
+    .await;
+    let r = next(&mut ws).await;
+    assert_eq!(r["type"], "conversation.item.retrieved", "{r}");
+    assert_eq!(r["item"]["status"], "incomplete", "{r}");
+    let cut_text = r["item"]["content"][0]["transcript"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let sent_text = done["output"][0]["content"][0]["transcript"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    println!("transcript {sent_text:?} cut at {cut_ms} ms to {cut_text:?}");
 
     append(&mut ws, &q1).await;
     commit(&mut ws).await;
@@ -378,6 +395,13 @@ async fn a_cancelled_truncated_reply_is_the_history_of_the_next_turn() {
             .unwrap();
         let fmt = model.reply_format();
         let cut = truncate_reply(first.artifact.as_ref().unwrap(), &fmt, cut_ms).unwrap();
+        // The cut reply's transcript: its text up to the last frame kept, a prefix of the text.
+        assert!(
+            first.text.starts_with(&cut_text),
+            "{cut_text:?} vs {:?}",
+            first.text
+        );
+        assert!(cut_text.len() <= sent_text.len());
         let mut fresh = Session::new(model.clone(), SessionOptions::default());
         let r = fresh
             .s2s(&request(&w1, vec![question_artifact(&w0), cut], 40))

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use audio_engine::lfm2_audio::conversation::{
     decode_reply, reply_audio_ms, truncate_reply, ReplyFormat, ReplyStep,
 };
-use audio_engine::lfm2_audio::{Artifact, ArtifactKind, QUESTION_ID};
+use audio_engine::lfm2_audio::{Artifact, ArtifactKind, Lfm2Audio, QUESTION_ID};
 
 use super::error::EventError;
 
@@ -155,15 +155,16 @@ impl Conversation {
         Ok((question.clone(), history))
     }
 
-    /// Cuts the reply `id` at `audio_end_ms` of its audio (what its listener heard): its
-    /// artifact keeps the steps up to there, its transcript the text steps kept.
+    /// Cuts the reply `id` of `model` at `audio_end_ms` of its audio (what its listener heard):
+    /// its artifact keeps the steps up to there, its transcript the text of the text steps kept.
     pub fn truncate(
         &mut self,
         id: &str,
         content_index: u64,
         audio_end_ms: u64,
-        fmt: &ReplyFormat,
+        model: &Lfm2Audio,
     ) -> Result<(), EventError> {
+        let fmt = &model.reply_format();
         let item = self.get_mut(id).ok_or_else(|| not_found(id))?;
         let Body::Assistant {
             artifact,
@@ -194,19 +195,34 @@ impl Conversation {
         let cut = truncate_reply(art, fmt, audio_end_ms).map_err(|e| {
             EventError::invalid("invalid_audio_end_ms", e.to_string()).at("audio_end_ms")
         })?;
-        let text_steps = decode_reply(&cut, fmt)
-            .map_err(|e| EventError::invalid("invalid_item", e.to_string()))?
-            .steps
-            .iter()
-            .filter(|s| matches!(s, ReplyStep::Text(_)))
-            .count();
-        transcript.truncate(text_steps);
+        if cut != *art {
+            *transcript = vec![reply_text(&cut, model)?];
+        }
         if cut != *art {
             *status = "incomplete";
         }
         *artifact = Some(cut);
         Ok(())
     }
+}
+
+/// The text of a reply artifact's text steps, as the stream gave it (control tokens left out,
+/// the bytes read as UTF-8).
+fn reply_text(art: &Artifact, model: &Lfm2Audio) -> Result<String, EventError> {
+    let bad = |e: String| EventError::invalid("invalid_item", e);
+    let steps = decode_reply(art, &model.reply_format())
+        .map_err(|e| bad(e.to_string()))?
+        .steps;
+    let tok = model.tokenizer();
+    let ids: Vec<u32> = steps
+        .iter()
+        .filter_map(|s| match s {
+            ReplyStep::Text(t) if !tok.is_control(*t) => Some(*t),
+            _ => None,
+        })
+        .collect();
+    let bytes = tok.decode_bytes(&ids).map_err(|e| bad(e.to_string()))?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Milliseconds of audio a reply artifact holds (0 for one that does not decode).

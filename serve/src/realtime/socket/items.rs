@@ -1,0 +1,129 @@
+//! Conversation items: a question added as an item, truncation, deletion, retrieval.
+
+use std::time::Instant;
+
+use serde_json::{json, Map, Value};
+
+use crate::audio_io::{unb64, unb64_len};
+
+use super::super::conversation::{Body, Item};
+use super::super::error::EventError;
+use super::super::events::event;
+use super::super::ids;
+use super::super::input::{ms_of, pcm16_samples, wav_of};
+use super::{Out, Socket, MIN_COMMIT_MS};
+
+impl Socket {
+    pub(super) fn item_create(&mut self, o: &Map<String, Value>) -> Result<Out, EventError> {
+        let bad = |m: &str| EventError::invalid("unsupported_item", m.to_owned()).at("item");
+        let item = o
+            .get("item")
+            .and_then(Value::as_object)
+            .ok_or_else(|| bad("conversation.item.create needs an `item` object"))?;
+        if item.get("type").and_then(Value::as_str) != Some("message")
+            || item.get("role").and_then(Value::as_str) != Some("user")
+        {
+            return Err(bad(
+                "only user messages with one input_audio part can be added (a question)",
+            ));
+        }
+        let parts = item.get("content").and_then(Value::as_array);
+        let audio = match parts.map(Vec::as_slice) {
+            Some([p]) if p.get("type").and_then(Value::as_str) == Some("input_audio") => p
+                .get("audio")
+                .and_then(Value::as_str)
+                .ok_or_else(|| bad("the input_audio part needs `audio`: base64 PCM16"))?,
+            _ => {
+                return Err(bad(
+                    "a user message here has one content part of type input_audio",
+                ))
+            }
+        };
+        let rate = self.input.rate();
+        let max = (self.state.settings.max_audio_seconds * f64::from(rate)) as usize;
+        if unb64_len(audio) / 2 > max {
+            return Err(EventError::invalid(
+                "audio_too_long",
+                format!(
+                    "the question is longer than this server's limit of {} s",
+                    self.state.settings.max_audio_seconds
+                ),
+            )
+            .at("item.content"));
+        }
+        let bytes = unb64(audio).ok_or_else(|| {
+            EventError::invalid("invalid_base64", "`audio` is not valid base64").at("item.content")
+        })?;
+        let samples = pcm16_samples(&bytes)?;
+        if ms_of(samples.len() as u64, rate) < MIN_COMMIT_MS {
+            return Err(EventError::invalid(
+                "audio_too_short",
+                format!("a question needs at least {MIN_COMMIT_MS} ms of audio"),
+            )
+            .at("item.content"));
+        }
+        let id = item
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty() && s.len() <= 64)
+            .map_or_else(|| ids::fresh("item"), str::to_owned);
+        if self.conv.get(&id).is_some() {
+            return Err(EventError::invalid(
+                "duplicate_item_id",
+                format!("item `{id}` exists already"),
+            )
+            .at("item.id"));
+        }
+        let it = Item {
+            id,
+            body: Body::User {
+                wav: wav_of(&samples, rate),
+                audio_ms: ms_of(samples.len() as u64, rate),
+                committed: Instant::now(),
+            },
+        };
+        let json = it.json();
+        let prev = self.conv.push(it);
+        Ok(self.names.item_events(&json, prev.as_deref(), true))
+    }
+
+    /// The item id an event names, refused while the running response writes that item.
+    pub(super) fn idle_item<'a>(&self, o: &'a Map<String, Value>) -> Result<&'a str, EventError> {
+        let id = o.get("item_id").and_then(Value::as_str).ok_or_else(|| {
+            EventError::invalid("missing_item_id", "the event needs `item_id`").at("item_id")
+        })?;
+        if self.response.as_ref().is_some_and(|r| r.item_id == id) {
+            return Err(EventError::invalid(
+                "item_in_progress",
+                format!("item `{id}` is being generated: cancel the response first"),
+            )
+            .at("item_id"));
+        }
+        Ok(id)
+    }
+
+    pub(super) fn item_truncate(&mut self, o: &Map<String, Value>) -> Result<Out, EventError> {
+        let id = self.idle_item(o)?.to_owned();
+        let int = |k: &str| {
+            o.get(k).and_then(Value::as_u64).ok_or_else(|| {
+                EventError::invalid("invalid_value", format!("`{k}` must be an integer >= 0")).at(k)
+            })
+        };
+        let (content_index, audio_end_ms) = (int("content_index")?, int("audio_end_ms")?);
+        self.conv
+            .truncate(&id, content_index, audio_end_ms, self.entry.pool.model())?;
+        Ok(vec![event(
+            "conversation.item.truncated",
+            json!({"item_id": id, "content_index": content_index, "audio_end_ms": audio_end_ms}),
+        )])
+    }
+
+    pub(super) fn item_delete(&mut self, o: &Map<String, Value>) -> Result<Out, EventError> {
+        let id = self.idle_item(o)?.to_owned();
+        self.conv.delete(&id)?;
+        Ok(vec![event(
+            "conversation.item.deleted",
+            json!({"item_id": id}),
+        )])
+    }
+}
