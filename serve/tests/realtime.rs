@@ -891,3 +891,54 @@ async fn server_vad_commits_answers_and_is_interrupted_by_speech() {
     );
     srv.shutdown().await.unwrap();
 }
+
+/// A client truncates right after it cancels (or after the VAD's `speech_started`), while the
+/// cancelled reply is still stopping: the cut waits for the reply's end and is acknowledged
+/// after its `response.done`, as a later truncate would be.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncate_of_a_reply_still_stopping_applies_when_it_ends() {
+    let srv = server().await;
+    let mut ws = connect(&srv, "").await;
+    append(&mut ws, &question_pcm(0)).await;
+    commit(&mut ws).await;
+    send(
+        &mut ws,
+        json!({"type": "response.create", "response": {"max_output_tokens": 4000}}),
+    )
+    .await;
+    let mut item_id = String::new();
+    let mut deltas = 0;
+    while deltas < 3 {
+        let e = next(&mut ws).await;
+        assert_ne!(e["type"], "response.done", "ended before the cancel: {e}");
+        if e["type"] == "response.output_audio.delta" {
+            deltas += 1;
+            item_id = e["item_id"].as_str().unwrap().to_owned();
+        }
+    }
+    send(&mut ws, json!({"type": "response.cancel"})).await;
+    send(
+        &mut ws,
+        json!({"type": "conversation.item.truncate", "item_id": item_id, "content_index": 0,
+               "audio_end_ms": FRAME_MS + 10}),
+    )
+    .await;
+    let events = until(&mut ws, "response.done").await;
+    assert!(
+        events.iter().all(|e| e["type"] != "error"),
+        "the truncate was refused: {events:?}"
+    );
+    assert_eq!(events.last().unwrap()["response"]["status"], "cancelled");
+    let t = next(&mut ws).await;
+    assert_eq!(t["type"], "conversation.item.truncated", "{t}");
+    assert_eq!(t["audio_end_ms"], FRAME_MS + 10);
+    send(
+        &mut ws,
+        json!({"type": "conversation.item.retrieve", "item_id": item_id}),
+    )
+    .await;
+    let r = next(&mut ws).await;
+    assert_eq!(r["type"], "conversation.item.retrieved", "{r}");
+    assert_eq!(r["item"]["status"], "incomplete", "{r}");
+    srv.shutdown().await.unwrap();
+}

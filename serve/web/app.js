@@ -437,9 +437,9 @@ registerProcessor("mic-to-24k", class extends AudioWorkletProcessor {
     t._el.querySelector(".cut").textContent =
       "interrupted after " + (played / 1000).toFixed(2) + " s of " +
       (t.audio_ms_received / 1000).toFixed(2) + " s received";
-    // why wait for response.done: the server refuses to truncate a reply it is still writing;
-    // its VAD heard the same speech and cancels that response itself.
-    if (t.status !== "in_progress") sendTruncate(s, t);
+    // why at once: the server's VAD heard the same speech and cancelled the response before
+    // it sent speech_started; the server applies a cut of a cancelled reply when it ends.
+    sendTruncate(s, t);
   }
 
   function sendTruncate(s, t) {

@@ -65,6 +65,9 @@ pub struct Response {
     pub first_audio: Option<Duration>,
     /// Samples of audio sent to the client.
     pub audio_sent: usize,
+    /// A `conversation.item.truncate` of this response's item that came after the cancel and
+    /// before the end (content index, audio_end_ms): applied, and acknowledged, when it ends.
+    pub truncate_at_end: Option<(u64, u64)>,
 }
 
 impl Response {
@@ -117,6 +120,7 @@ impl Response {
             created: Instant::now(),
             first_audio: None,
             audio_sent: 0,
+            truncate_at_end: None,
         }
     }
 

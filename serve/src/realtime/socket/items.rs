@@ -103,12 +103,20 @@ impl Socket {
     }
 
     pub(super) fn item_truncate(&mut self, o: &Map<String, Value>) -> Result<Out, EventError> {
-        let id = self.idle_item(o)?.to_owned();
         let int = |k: &str| {
             o.get(k).and_then(Value::as_u64).ok_or_else(|| {
                 EventError::invalid("invalid_value", format!("`{k}` must be an integer >= 0")).at(k)
             })
         };
+        // why: a client truncates right after `speech_started`, while the reply the server VAD
+        // cancelled is still stopping; the cut waits for its end (see `finish`).
+        if let Some(r) = self.response.as_mut().filter(|r| r.cancelled.is_some()) {
+            if o.get("item_id").and_then(Value::as_str) == Some(r.item_id.as_str()) {
+                r.truncate_at_end = Some((int("content_index")?, int("audio_end_ms")?));
+                return Ok(Vec::new());
+            }
+        }
+        let id = self.idle_item(o)?.to_owned();
         let (content_index, audio_end_ms) = (int("content_index")?, int("audio_end_ms")?);
         self.conv
             .truncate(&id, content_index, audio_end_ms, self.entry.pool.model())?;

@@ -309,6 +309,22 @@ impl Socket {
             out.push(event("conversation.item.done", json!({"item": item})));
         }
         out.push(event("response.done", json!({"response": response})));
+        if let Some((content_index, audio_end_ms)) = r.truncate_at_end {
+            let model = self.entry.pool.model();
+            out.push(
+                match self
+                    .conv
+                    .truncate(&r.item_id, content_index, audio_end_ms, model)
+                {
+                    Ok(()) => event(
+                        "conversation.item.truncated",
+                        json!({"item_id": r.item_id, "content_index": content_index,
+                               "audio_end_ms": audio_end_ms}),
+                    ),
+                    Err(e) => e.event(None),
+                },
+            );
+        }
         out.extend(self.answer_pending());
         out
     }
