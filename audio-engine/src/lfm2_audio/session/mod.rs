@@ -33,12 +33,12 @@ use self::conversation::{
     ReplyFormat, Task, CONVERSATION_LIMIT,
 };
 use self::prefill_cache::PrefillCache;
+use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::{EventStream, ReplyRequest, ReplyResult, ReplyStream};
 use crate::lfm2_audio::generation::reply::{KeptPrefill, ReplyEvent, ReplyOptions};
 use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::io::audio::{AudioInput, ReadOptions};
-use crate::lfm2_audio::model::engine::Lfm2Audio;
 use crate::lfm2_audio::tasks::asr::{AsrOptions, AsrResult};
 use crate::lfm2_audio::tasks::s2s::S2sOptions;
 use crate::lfm2_audio::tasks::tts::TtsOptions;
