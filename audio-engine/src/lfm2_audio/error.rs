@@ -3,7 +3,6 @@
 
 use crate::ggml::GgmlError;
 
-use crate::lfm2_audio::generation::sampling::SampleError;
 use crate::lfm2_audio::io::audio::AudioError;
 use crate::lfm2_audio::model::backbone::BackboneError;
 use crate::lfm2_audio::model::depthformer::DepthError;
@@ -11,6 +10,8 @@ use crate::lfm2_audio::model::detokenizer::DetokenizerError;
 use crate::lfm2_audio::model::encoder::EncodeError;
 use crate::lfm2_audio::model::features::FeatureError;
 use crate::lfm2_audio::model::load_error::LoadError;
+use crate::lfm2_audio::model::sampling::SampleError;
+use crate::lfm2_audio::text::prompt::MissingAudioRows;
 use crate::lfm2_audio::text::tokenizer::TokenizerError;
 
 /// Why a task failed. The variants separate what the caller did wrong (invalid request), what
@@ -157,6 +158,13 @@ impl From<BackboneError> for EngineError {
             BackboneError::Capacity { .. } => EngineError::Capacity(e.to_string()),
             other => EngineError::Backbone(other),
         }
+    }
+}
+
+impl From<MissingAudioRows> for EngineError {
+    /// A prompt that does not fit its own request's rows is the engine's bug, not the caller's.
+    fn from(e: MissingAudioRows) -> Self {
+        EngineError::Invariant(e.to_string())
     }
 }
 

@@ -4,12 +4,12 @@
 //!
 //! | what | limit | defined | checked | past it |
 //! |---|---|---|---|---|
-//! | audio of one pass (a question, an ASR input) | [`ModelOptions::max_audio_seconds`](super::ModelOptions::max_audio_seconds), default [`DEFAULT_MAX_AUDIO_SECONDS`] (60 s) | `model::engine` | the WAV header's length before its samples are decoded; samples handed in directly | [`AudioError::TooLong`](super::AudioError::TooLong) ([`EngineError::Audio`]) |
+//! | audio of one pass (a question, an ASR input) | [`ModelOptions::max_audio_seconds`](super::ModelOptions::max_audio_seconds), default [`DEFAULT_MAX_AUDIO_SECONDS`] (60 s) | here | the WAV header's length before its samples are decoded; samples handed in directly | [`AudioError::TooLong`](super::AudioError::TooLong) ([`EngineError::Audio`]) |
 //! | audio the WAV reader takes by default | [`DEFAULT_MAX_SECONDS`](super::DEFAULT_MAX_SECONDS) (600 s) | `io::audio` | as above, for [`ReadOptions::default`](super::ReadOptions) | as above |
-//! | a conversation's steps (prompt + `max_tokens`) | [`CONVERSATION_LIMIT`] (8192) | `session::conversation::history` | each reply's `steps` meta before any payload is read, then after each question is encoded | [`EngineError::Capacity`] |
+//! | a conversation's steps (prompt + `max_tokens`) | [`CONVERSATION_LIMIT`] (8192) | here | each reply's `steps` meta before any payload is read, then after each question is encoded | [`EngineError::Capacity`] |
 //! | text of one TTS request | [`MAX_TTS_TEXT_BYTES`] | here | [`check_tts_text`], before the text is split or tokenized | [`EngineError::Capacity`] |
 //! | a system prompt (ASR, S2S, sessions) | [`MAX_SYSTEM_PROMPT_BYTES`] | here | [`check_system_prompt`], before it is tokenized | [`EngineError::Capacity`] |
-//! | artifacts of one request | [`MAX_ARTIFACTS`] | here | [`check_artifact_limits`] (from [`check_artifacts`](super::conversation::check_artifacts)), before any artifact is read; [`check_artifact_count`] by the protocol layers before any is copied or decoded | [`EngineError::Capacity`] |
+//! | artifacts of one request | [`MAX_ARTIFACTS`] | here | [`check_artifact_count`] and [`check_artifact_bytes`] from [`check_artifacts`](super::conversation::check_artifacts), before any artifact is read; the same [`check_artifact_count`] by the protocol layers before any is copied or decoded | [`EngineError::Capacity`] |
 //! | payload bytes of a request's artifacts, together | [`MAX_ARTIFACT_BYTES`] | here | as above; [`check_artifact_bytes`] by the protocol layers with the lengths they are given, before copying or decoding | [`EngineError::Capacity`] |
 //!
 //! Every message past a limit names the limit (its constant's name and value), what the request
@@ -52,10 +52,14 @@
 //! process a cgroup memory limit.
 
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::session::conversation::Artifact;
 
-pub use crate::lfm2_audio::model::engine::DEFAULT_MAX_AUDIO_SECONDS;
-pub use crate::lfm2_audio::session::conversation::CONVERSATION_LIMIT;
+/// Default one-pass audio limit, seconds ([`ModelOptions::max_audio_seconds`](super::ModelOptions::max_audio_seconds)).
+pub const DEFAULT_MAX_AUDIO_SECONDS: f64 = 60.0;
+
+/// Steps a conversation's prompt and max_tokens may take together: 8192, the default context
+/// ([`ModelOptions::context`](super::ModelOptions::context)). Checked by the conversation
+/// protocol (`session::conversation::history`) as soon as a request shows it passed.
+pub const CONVERSATION_LIMIT: usize = 8192;
 
 /// Longest text one TTS request takes, in UTF-8 bytes: 64 KiB, about 10 000 English words or
 /// an hour of speech. The text is split into chunks that are generated one after another, so
@@ -120,17 +124,6 @@ pub fn check_system_prompt(system_prompt: &str) -> Result<(), EngineError> {
     Ok(())
 }
 
-/// Refuses more than [`MAX_ARTIFACTS`] artifacts, or payloads over [`MAX_ARTIFACT_BYTES`]
-/// together, as [`EngineError::Capacity`]. Reads only the lengths.
-pub fn check_artifact_limits(artifacts: &[Artifact]) -> Result<(), EngineError> {
-    check_artifact_count(artifacts.len())?;
-    check_artifact_bytes(
-        artifacts
-            .iter()
-            .fold(0usize, |n, a| n.saturating_add(a.payload.len())),
-    )
-}
-
 /// Refuses a request of `count` artifacts when that is more than [`MAX_ARTIFACTS`], as
 /// [`EngineError::Capacity`].
 ///
@@ -171,16 +164,6 @@ pub fn check_artifact_bytes(bytes: usize) -> Result<(), EngineError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lfm2_audio::session::conversation::ArtifactKind;
-
-    fn art(n: usize) -> Artifact {
-        Artifact {
-            id: "x".into(),
-            kind: ArtifactKind::Custom,
-            payload: vec![0; n],
-            meta: Default::default(),
-        }
-    }
 
     #[test]
     fn limits_hold_at_the_value_and_refuse_one_past_it() {
@@ -198,26 +181,6 @@ mod tests {
             "{e}"
         );
 
-        let many: Vec<Artifact> = (0..MAX_ARTIFACTS).map(|_| art(0)).collect();
-        assert!(check_artifact_limits(&many).is_ok());
-        let mut more = many;
-        more.push(art(0));
-        let e = check_artifact_limits(&more).unwrap_err();
-        assert!(
-            e.is_capacity() && e.to_string().contains("MAX_ARTIFACTS"),
-            "{e}"
-        );
-
-        // why: calloc'd zeros, never touched, so the test costs no memory.
-        let big = vec![art(MAX_ARTIFACT_BYTES - 1), art(1)];
-        assert!(check_artifact_limits(&big).is_ok());
-        let e = check_artifact_limits(&[art(MAX_ARTIFACT_BYTES), art(1)]).unwrap_err();
-        assert!(
-            e.is_capacity() && e.to_string().contains("MAX_ARTIFACT_BYTES"),
-            "{e}"
-        );
-
-        // The length-only checks protocol layers call before copying anything.
         assert!(check_artifact_count(MAX_ARTIFACTS).is_ok());
         let e = check_artifact_count(MAX_ARTIFACTS + 1).unwrap_err();
         assert!(
@@ -225,6 +188,11 @@ mod tests {
             "{e}"
         );
         assert!(check_artifact_bytes(MAX_ARTIFACT_BYTES).is_ok());
+        let e = check_artifact_bytes(MAX_ARTIFACT_BYTES + 1).unwrap_err();
+        assert!(
+            e.is_capacity() && e.to_string().contains("MAX_ARTIFACT_BYTES"),
+            "{e}"
+        );
         let e = check_artifact_bytes(usize::MAX).unwrap_err();
         assert!(
             e.is_capacity() && e.to_string().contains("MAX_ARTIFACT_BYTES"),

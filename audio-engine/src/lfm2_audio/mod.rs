@@ -14,12 +14,14 @@
 //! | module | role |
 //! |---|---|
 //! | `io` | WAV in and out |
-//! | `model` | the loaded engine and its components: features, encoder, backbone + decode cache, depthformer, detokenizer; shared `nn` blocks; typed weights bound once at load; the four-file package |
+//! | `model` | the components: features, encoder, backbone + decode cache, depthformer, detokenizer; sampling; shared `nn` blocks; typed weights bound once at load; the four-file package; each with its own error type |
 //! | `text` | tokenizer, the one prompt type |
-//! | `generation` | the one generation loop, schedules, sampling, event streams |
+//! | `error` | the engine's error type, wrapping the stages' own errors (of `io`, `model`, `text`) |
+//! | `limits` | the request limits, each refused as the engine's capacity error |
+//! | `engine` | the loaded model ([`Lfm2Audio`]): the components, tokenizer and schedulers on one device |
+//! | `generation` | the one generation loop, schedules, event streams |
 //! | `tasks` | ASR, TTS, one-shot S2S |
 //! | `session` | multi-turn sessions: the conversation protocol, prefill-block cache, prefill ahead, encoder-output reuse |
-//! | `limits`, `error` | the request limits and the engine's error type |
 //! | `api` | the one request model: `Job` in, events to a sink, `Outcome` out (`Session::run`) |
 //! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
@@ -35,6 +37,7 @@
 // code in a default build is still reported.
 
 mod api;
+mod engine;
 mod error;
 mod generation;
 mod io;
@@ -48,21 +51,21 @@ mod tooling;
 // The facade: what an application needs, importable from here alone.
 pub use crate::ggml::ThreadBudgetStats;
 pub use api::{AsrJob, Job, Outcome, TtsJob};
+pub use engine::{
+    batch_from_by_default, max_batch_by_default, Lfm2Audio, ModelOptions, DEFAULT_BATCH_FROM,
+    DEFAULT_MAX_BATCH,
+};
 pub use error::EngineError;
 pub use generation::reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings, StepTimings};
-pub use generation::sampling::SamplerConfig;
 pub use io::audio::{
     decode_wav_bytes, decode_wav_file, encode_wav_24k, load_wav_bytes_16k, load_wav_file_16k,
     pcm_16k, write_wav_f32, write_wav_file_24k, AudioError, AudioInput, MonoAudio, ReadOptions,
     DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 pub use model::backbone::scheduler::TickStats;
-pub use model::engine::{
-    batch_from_by_default, max_batch_by_default, Lfm2Audio, ModelOptions, DEFAULT_BATCH_FROM,
-    DEFAULT_MAX_BATCH,
-};
 pub use model::load_error::LoadError;
 pub use model::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
+pub use model::sampling::SamplerConfig;
 pub use session::ahead::BackgroundWork;
 pub use session::conversation::{
     Artifact, ArtifactKind, RequestOptions, QUESTION_ID, REPLY_ID, RETURN_CODES,
@@ -109,14 +112,18 @@ pub mod internals {
     pub mod error {
         pub use super::super::error::*;
     }
-    pub use super::generation::{frame_threads, reply, sampling, schedule};
+    pub use super::generation::{frame_threads, reply, schedule};
     pub use super::io::audio;
     pub use super::model::backbone::config as backbone_config;
     pub use super::model::detokenizer::config as vocoder_config;
     pub use super::model::{
-        backbone, depthformer, detokenizer, encoder, engine, features, gguf_keys, load_error, nn,
-        package, weights,
+        backbone, depthformer, detokenizer, encoder, features, gguf_keys, load_error, nn, package,
+        sampling, weights,
     };
+    /// The loaded model (`lfm2_audio::engine`).
+    pub mod engine {
+        pub use super::super::engine::*;
+    }
     /// Sessions (`lfm2_audio::session`).
     pub mod session {
         pub use super::super::session::*;

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
@@ -19,7 +19,7 @@ use crate::audio_io::{b64, pcm16, wav16};
 use crate::error::ApiError;
 use crate::tasks::{
     artifact_json, conversation_key, max_tokens, parse_json, record, sampler, sse_frame,
-    sse_response, Prepared,
+    stream_response, Prepared, SseCtx, SSE,
 };
 use crate::work::{Finished, Msg};
 use crate::AppState;
@@ -35,7 +35,8 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// `POST /v1/chat/completions`.
+/// `POST /v1/chat/completions`: the body checked and made a job, the job started on a session,
+/// then its outcome answered as one completion or streamed as chunks.
 pub async fn chat(
     State(state): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -45,24 +46,48 @@ pub async fn chat(
     let b: ChatBody = parse_json(body)?;
     let (want_audio, audio_format) = chat_output(&b)?;
     let entry = state.entry_for(b.model.as_deref(), "s2s")?;
-    let (system, history, question) = chat_conversation(&b)?;
+    let p = chat_job(&headers, &b, state.settings.max_tokens)?;
+    let reply = Completion::new(entry.cfg.id.clone(), want_audio, audio_format);
+    let permit = match b.stream == Some(true) {
+        true => Some(state.stream_permit()?),
+        false => None,
+    };
+    let rx = crate::tasks::start(&state, &entry, p, b.busy_timeout_ms).await?;
+    match permit {
+        None => {
+            let o = collect(rx).await?;
+            record(&state, &o);
+            Ok(Json(reply.completion(&o, t0.elapsed())).into_response())
+        }
+        Some(permit) => {
+            let framer = reply.chunks(state.clone());
+            stream_response(&state, rx, t0, permit, SSE, framer).await
+        }
+    }
+}
+
+/// The engine's job for a chat body: the conversation's last user message as the question, the
+/// earlier turns as history (the reply artifact always returned, for the next turn), and the
+/// sampling options (`limit` as the server's `max_tokens`).
+fn chat_job(headers: &HeaderMap, b: &ChatBody, limit: usize) -> Result<Prepared, ApiError> {
+    let (system, history, question) = chat_conversation(b)?;
     let first = history
         .first()
         .map(|a| a.payload.clone())
         .unwrap_or_else(|| question.clone());
-    let key = conversation_key(&headers, Some(&first));
+    let key = conversation_key(headers, Some(&first));
     let d = S2sOptions::default();
     let s2s = S2sOptions {
         max_new_tokens: max_tokens(
             b.max_completion_tokens.or(b.max_tokens),
             d.max_new_tokens,
-            state.settings.max_tokens,
+            limit,
         )?,
         audio: sampler(d.audio, b.seed, b.temperature, b.top_k)?,
         system_prompt: system.unwrap_or(d.system_prompt.clone()),
         ..d
     };
-    let p = Prepared {
+    Ok(Prepared {
         job: Job::S2s(S2sRequest {
             question: question.into(),
             history,
@@ -70,115 +95,123 @@ pub async fn chat(
             s2s,
         }),
         key,
-    };
-    let id = format!("chatcmpl-{}", IDS.fetch_add(1, Ordering::Relaxed));
-    let audio_id = format!("audio-{}", IDS.fetch_add(1, Ordering::Relaxed));
-    let created = now_secs();
-    let model = entry.cfg.id.clone();
-    let streaming = b.stream == Some(true);
-    let permit = if streaming {
-        Some(state.stream_permit()?)
-    } else {
-        None
-    };
-    let mut rx = crate::tasks::start(&state, &entry, p, b.busy_timeout_ms).await?;
-    let finish = |o: &Finished| if o.ended { "stop" } else { "length" };
-    let usage = |o: &Finished| {
+    })
+}
+
+/// One completion's names and output choice: what its JSON, whole or in chunks, is made of.
+struct Completion {
+    id: String,
+    audio_id: String,
+    created: u64,
+    model: String,
+    want_audio: bool,
+    audio_format: String,
+}
+
+impl Completion {
+    fn new(model: String, want_audio: bool, audio_format: String) -> Completion {
+        Completion {
+            id: format!("chatcmpl-{}", IDS.fetch_add(1, Ordering::Relaxed)),
+            audio_id: format!("audio-{}", IDS.fetch_add(1, Ordering::Relaxed)),
+            created: now_secs(),
+            model,
+            want_audio,
+            audio_format,
+        }
+    }
+
+    fn finish_reason(o: &Finished) -> &'static str {
+        if o.ended {
+            "stop"
+        } else {
+            "length"
+        }
+    }
+
+    fn usage(o: &Finished) -> Value {
         json!({"prompt_tokens": o.prompt_positions, "completion_tokens": o.steps,
                "total_tokens": o.prompt_positions + o.steps})
-    };
-    let Some(permit) = permit else {
-        let o = collect(rx).await?;
-        record(&state, &o);
+    }
+
+    /// The `chat.completion` of a finished turn that took `wall`.
+    fn completion(&self, o: &Finished, wall: Duration) -> Value {
         let mut message = json!({"role": "assistant", "content": o.text, "refusal": null});
-        if want_audio {
-            let data = if audio_format == "pcm16" {
+        if self.want_audio {
+            let data = if self.audio_format == "pcm16" {
                 pcm16(&o.audio)
             } else {
                 wav16(&o.audio, 24_000)
             };
             message["audio"] = json!({
-                "id": audio_id, "data": b64(&data), "expires_at": created + 3600,
-                "transcript": o.text, "format": audio_format, "sample_rate": 24_000,
+                "id": self.audio_id, "data": b64(&data), "expires_at": self.created + 3600,
+                "transcript": o.text, "format": self.audio_format, "sample_rate": 24_000,
             });
         }
         if let Some(a) = &o.artifact {
             message["lfm2_audio_reply"] = artifact_json(a);
         }
-        return Ok(Json(json!({
-            "id": id, "object": "chat.completion", "created": created, "model": model,
-            "choices": [{"index": 0, "message": message, "finish_reason": finish(&o), "logprobs": null}],
-            "usage": usage(&o),
+        json!({
+            "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": Self::finish_reason(o), "logprobs": null}],
+            "usage": Self::usage(o),
             "lfm2_audio": {"resumed_prefill_positions": o.resumed_prefill_positions,
                            "reused_questions": o.reused_questions, "session_slot": o.slot,
-                           "affinity": o.affine, "wall_ms": t0.elapsed().as_secs_f64() * 1e3},
-        }))
-        .into_response());
-    };
-    let first = rx
-        .recv()
-        .await
-        .ok_or_else(|| ApiError::internal("the engine worker ended without a result"))?;
-    if let Msg::Done(Err(e)) = first {
-        return Err(e.into());
+                           "affinity": o.affine, "wall_ms": wall.as_secs_f64() * 1e3},
+        })
     }
-    let st = state.clone();
-    let chunk = move |delta: Value, finish: Option<&str>| {
-        json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
+
+    /// A `chat.completion.chunk` carrying `delta`.
+    fn chunk(&self, delta: Value, finish: Option<&str>) -> Value {
+        json!({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+               "model": self.model,
                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
-    };
-    let mut started = false;
-    Ok(sse_response(
-        state.clone(),
-        rx,
-        Some(first),
-        t0,
-        permit,
+    }
+
+    /// The last chunk: the reply artifact, the audio's transcript, usage and the engine's
+    /// figures.
+    fn last_chunk(&self, o: &Finished, ttft: Option<Duration>) -> Value {
+        let mut delta = json!({});
+        if let Some(a) = &o.artifact {
+            delta["lfm2_audio_reply"] = artifact_json(a);
+        }
+        if self.want_audio {
+            delta["audio"] = json!({"id": self.audio_id, "expires_at": self.created + 3600, "transcript": o.text});
+        }
+        let mut last = self.chunk(delta, Some(Self::finish_reason(o)));
+        last["usage"] = Self::usage(o);
+        last["lfm2_audio"] = json!({"resumed_prefill_positions": o.resumed_prefill_positions,
+            "reused_questions": o.reused_questions, "session_slot": o.slot, "affinity": o.affine,
+            "ttft_ms": ttft.map(|t| t.as_secs_f64() * 1e3)});
+        last
+    }
+
+    /// The framer of the streamed completion: the assistant's role first, then a chunk per
+    /// text piece and (when asked) per audio piece, the last chunk and `[DONE]`.
+    fn chunks(self, state: Arc<AppState>) -> impl FnMut(Msg, &mut SseCtx) -> (Vec<u8>, bool) {
+        let mut started = false;
         move |m, ctx| {
             let mut out = Vec::new();
             if !started {
                 started = true;
-                out.extend(sse_frame(&chunk(
-                    json!({"role": "assistant", "content": ""}),
-                    None,
-                )));
+                let role = json!({"role": "assistant", "content": ""});
+                out.extend(sse_frame(&self.chunk(role, None)));
             }
             let done = match m {
                 Msg::Event(ReplyEvent::Text(t)) => {
-                    out.extend(sse_frame(&chunk(json!({"content": t}), None)));
+                    out.extend(sse_frame(&self.chunk(json!({"content": t}), None)));
                     false
                 }
                 Msg::Event(ReplyEvent::Audio(s)) => {
-                    if !ctx.first_audio_seen {
-                        ctx.first_audio_seen = true;
-                        ctx.ttft = Some(ctx.t0.elapsed());
-                        st.metrics
-                            .time_to_first_audio
-                            .observe(ctx.t0.elapsed().as_secs_f64());
-                    }
-                    if want_audio {
-                        out.extend(sse_frame(&chunk(
-                        json!({"audio": {"id": audio_id, "data": b64(&pcm16(&s)), "sample_rate": 24_000}}),
-                        None,
-                    )));
+                    if self.want_audio {
+                        let audio = json!({"audio": {"id": self.audio_id,
+                            "data": b64(&pcm16(&s)), "sample_rate": 24_000}});
+                        out.extend(sse_frame(&self.chunk(audio, None)));
                     }
                     false
                 }
                 Msg::Done(Ok(o)) => {
-                    record(&st, &o);
-                    let mut delta = json!({});
-                    if let Some(a) = &o.artifact {
-                        delta["lfm2_audio_reply"] = artifact_json(a);
-                    }
-                    if want_audio {
-                        delta["audio"] = json!({"id": audio_id, "expires_at": created + 3600, "transcript": o.text});
-                    }
-                    let mut last = chunk(delta, Some(finish(&o)));
-                    last["usage"] = usage(&o);
-                    last["lfm2_audio"] = json!({"resumed_prefill_positions": o.resumed_prefill_positions,
-                    "reused_questions": o.reused_questions, "session_slot": o.slot, "affinity": o.affine,
-                    "ttft_ms": ctx.ttft.map(|t| t.as_secs_f64() * 1e3)});
-                    out.extend(sse_frame(&last));
+                    record(&state, &o);
+                    out.extend(sse_frame(&self.last_chunk(&o, ctx.ttft)));
                     out.extend_from_slice(b"data: [DONE]\n\n");
                     true
                 }
@@ -189,8 +222,8 @@ pub async fn chat(
                 }
             };
             (out, done)
-        },
-    ))
+        }
+    }
 }
 
 /// The JSON body checked as [`chat`] checks it before a model is involved (`limit` as the

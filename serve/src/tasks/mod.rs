@@ -21,6 +21,6 @@ pub use fields::{conversation_key, max_tokens, parse_voice, sampler};
 pub use prepare::{check_body, prepare, prepare_for, Prepared};
 pub use result::{event_json, record, result_json};
 pub use run::run;
-pub use sse::{body_stream, sse_frame, sse_response, SseCtx};
+pub use sse::{error_frame, first_message, sse_frame, stream_response, SseCtx, PCM, SSE};
 pub use start::start;
 pub use stream::stream;

@@ -11,17 +11,19 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::json;
+use tokio::sync::mpsc::Receiver;
+use tokio::sync::OwnedSemaphorePermit;
 
 use audio_engine::lfm2_audio::ReplyEvent;
 
 use crate::error::ApiError;
 use crate::work::Msg;
-use crate::AppState;
+use crate::{AppState, Entry};
 
 use super::body::{parse_json, TaskBody};
 use super::prepare::prepare;
 use super::result::{event_json, record, result_json};
-use super::sse::{sse_frame, sse_response, SseCtx};
+use super::sse::{error_frame, sse_frame, stream_response, SseCtx, SSE};
 use super::start::start;
 
 /// `POST /v1/tasks/stream`: SSE with `stream_format: "sse"`, else `{"events", "result"}`.
@@ -44,66 +46,70 @@ pub async fn stream(
     let entry = state.entry(&b.model)?;
     let p = prepare(&state, &entry, &headers, b.request)?;
     let permit = state.stream_permit()?;
-    let mut rx = start(&state, &entry, p, b.busy_timeout_ms).await?;
-    if !sse {
-        let mut events = Vec::new();
-        let mut ttft = None;
-        while let Some(msg) = rx.recv().await {
-            match msg {
-                Msg::Event(ev) => {
-                    if ttft.is_none() && matches!(ev, ReplyEvent::Audio(_)) {
-                        ttft = Some(t0.elapsed());
-                        state
-                            .metrics
-                            .time_to_first_audio
-                            .observe(t0.elapsed().as_secs_f64());
-                    }
-                    events.push(event_json(&ev, &entry.language));
+    let rx = start(&state, &entry, p, b.busy_timeout_ms).await?;
+    if sse {
+        sse_events(&state, entry, rx, t0, permit).await
+    } else {
+        all_events(&state, &entry, rx, t0).await
+    }
+}
+
+/// Every event, then the result, in one JSON once the job is done.
+async fn all_events(
+    state: &AppState,
+    entry: &Entry,
+    mut rx: Receiver<Msg>,
+    t0: Instant,
+) -> Result<Response, ApiError> {
+    let mut events = Vec::new();
+    let mut ttft = None;
+    while let Some(msg) = rx.recv().await {
+        match msg {
+            Msg::Event(ev) => {
+                if ttft.is_none() && matches!(ev, ReplyEvent::Audio(_)) {
+                    ttft = Some(t0.elapsed());
+                    state
+                        .metrics
+                        .time_to_first_audio
+                        .observe(t0.elapsed().as_secs_f64());
                 }
-                Msg::Done(r) => {
-                    let o = r?;
-                    record(&state, &o);
-                    events.push(json!({"is_final": true}));
-                    let result =
-                        result_json(&entry, &o, t0.elapsed(), Some(ttft.unwrap_or_default()));
-                    return Ok(Json(json!({"events": events, "result": result})).into_response());
-                }
+                events.push(event_json(&ev, &entry.language));
+            }
+            Msg::Done(r) => {
+                let o = r?;
+                record(state, &o);
+                events.push(json!({"is_final": true}));
+                let result = result_json(entry, &o, t0.elapsed(), Some(ttft.unwrap_or_default()));
+                return Ok(Json(json!({"events": events, "result": result})).into_response());
             }
         }
-        return Err(ApiError::internal(
-            "the engine worker ended without a result",
-        ));
     }
-    // why: a request the engine refuses fails before its first event; wait for that first
-    // message so such a request is still answered with its status code, not an SSE error.
-    let first = rx
-        .recv()
-        .await
-        .ok_or_else(|| ApiError::internal("the engine worker ended without a result"))?;
-    if let Msg::Done(Err(e)) = first {
-        return Err(e.into());
-    }
-    let lang = entry.language.clone();
+    Err(ApiError::internal(
+        "the engine worker ended without a result",
+    ))
+}
+
+/// The events as `task.stream.event` SSE frames, then `task.stream.done` with the result.
+async fn sse_events(
+    state: &Arc<AppState>,
+    entry: Entry,
+    rx: Receiver<Msg>,
+    t0: Instant,
+    permit: OwnedSemaphorePermit,
+) -> Result<Response, ApiError> {
     let st = state.clone();
-    let entry2 = entry.clone();
     let framer = move |msg: Msg, ctx: &mut SseCtx| -> (Vec<u8>, bool) {
         match msg {
             Msg::Event(ev) => {
-                if !ctx.first_audio_seen && matches!(ev, ReplyEvent::Audio(_)) {
-                    ctx.first_audio_seen = true;
-                    ctx.ttft = Some(ctx.t0.elapsed());
-                    st.metrics
-                        .time_to_first_audio
-                        .observe(ctx.t0.elapsed().as_secs_f64());
-                }
-                let v = json!({"type": "task.stream.event", "event": event_json(&ev, &lang)});
+                let v =
+                    json!({"type": "task.stream.event", "event": event_json(&ev, &entry.language)});
                 (sse_frame(&v), false)
             }
             Msg::Done(Ok(o)) => {
                 record(&st, &o);
                 let fin = json!({"type": "task.stream.event", "event": {"is_final": true}});
                 let r = result_json(
-                    &entry2,
+                    &entry,
                     &o,
                     ctx.t0.elapsed(),
                     Some(ctx.ttft.unwrap_or_default()),
@@ -112,21 +118,8 @@ pub async fn stream(
                 out.extend(sse_frame(&json!({"type": "task.stream.done", "result": r})));
                 (out, true)
             }
-            Msg::Done(Err(e)) => {
-                let e = ApiError::from(e);
-                (
-                    sse_frame(&json!({"type": "error", "error": e.body()["error"]})),
-                    true,
-                )
-            }
+            Msg::Done(Err(e)) => (error_frame(e), true),
         }
     };
-    Ok(sse_response(
-        state.clone(),
-        rx,
-        Some(first),
-        t0,
-        permit,
-        framer,
-    ))
+    stream_response(state, rx, t0, permit, SSE, framer).await
 }

@@ -1,9 +1,9 @@
 //! Runs a [`Job`] on a session: the one entry point of every front end.
 
+use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::ReplyEvent;
 use crate::lfm2_audio::io::audio::{ReadOptions, INPUT_SAMPLE_RATE};
-use crate::lfm2_audio::model::engine::Lfm2Audio;
 use crate::lfm2_audio::session::{Session, SessionOptions};
 use crate::lfm2_audio::tasks::asr::StopReason;
 

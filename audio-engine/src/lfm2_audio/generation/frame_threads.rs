@@ -16,6 +16,7 @@
 use std::time::Duration;
 
 use crate::ggml::Backend;
+use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
 
 /// Frames between two probes of the setting not in use, after a probe that won.
@@ -45,6 +46,25 @@ pub(crate) struct FrameThreads {
 }
 
 impl FrameThreads {
+    /// The thread policy of a reply of `model` whose backbone computes on `backend`: on the
+    /// CPU an instance of their own (so their thread count can change), following
+    /// [`ModelOptions::frame_threads`](crate::lfm2_audio::ModelOptions::frame_threads);
+    /// elsewhere `backend` itself.
+    pub(crate) fn for_reply(
+        model: &Lfm2Audio,
+        backend: &Backend,
+    ) -> Result<FrameThreads, EngineError> {
+        let options = model.options();
+        let n = backend.n_threads().unwrap_or(options.n_threads).max(1);
+        // why stream priority: the detokenizer's graphs are a running reply's.
+        let b = if backend.is_cpu() {
+            backend.new_instance()?.with_stream_priority(true)
+        } else {
+            backend.clone()
+        };
+        FrameThreads::new(b, options.frame_threads, n)
+    }
+
     /// Per-frame graphs on `backend` (an instance of their own): `fixed` threads, or, when
     /// `fixed` is 0 and `n_threads` > 1 on a CPU backend, chosen by measuring between
     /// `n_threads` and one.

@@ -11,16 +11,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::sampling::{AudioSampler, SamplerConfig};
+use super::frame_threads::FrameThreads;
 use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
 use crate::ggml::StreamGuard;
+use crate::lfm2_audio::engine::{prefill_blocks, Generating, Lfm2Audio};
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::scheduler::{OwnedPosition, StepFailed, StepIntent};
 use crate::lfm2_audio::model::backbone::{Backbone, DecodeCache, ForwardOutput, Position};
 use crate::lfm2_audio::model::backbone::{BatchCompute, Rows};
 use crate::lfm2_audio::model::depthformer::scheduler::FrameIntent;
 use crate::lfm2_audio::model::depthformer::{FrameJob, FrameRows};
-use crate::lfm2_audio::model::engine::{prefill_blocks, Generating, Lfm2Audio};
+use crate::lfm2_audio::model::sampling::{AudioSampler, SamplerConfig};
 use crate::lfm2_audio::text::prompt::Prompt;
 
 /// Generation settings of one reply.
@@ -250,7 +251,7 @@ impl Lfm2Audio {
         // why: a text-only schedule (ASR) never makes a frame, so it skips the audio state.
         let speaks = schedule.speaks();
         let mut frame_threads = match speaks {
-            true => Some(self.frame_threads(backend)?),
+            true => Some(FrameThreads::for_reply(self, backend)?),
             false => None,
         };
         let mut framer = match speaks {

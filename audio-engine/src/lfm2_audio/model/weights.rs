@@ -79,7 +79,7 @@ pub fn describe(gguf: &GgufFile) -> Result<WeightStore> {
 /// of a repacked one, so a name missing here is a typed error, never a wrong result).
 pub fn is_row_table(name: &str) -> bool {
     name == super::backbone::config::TOKEN_EMBD
-        || name == super::engine::AUDIO_CODE_TABLE
+        || name == super::backbone::AUDIO_CODE_TABLE
         || name.ends_with(".embedding.weight")
         || name.contains("embd")
 }

@@ -21,8 +21,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::ggml::Backend;
+use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::engine::Lfm2Audio;
 use crate::lfm2_audio::text::prompt::Prompt;
 
 use super::conversation::{Artifact, REPLY_ID};

@@ -18,30 +18,34 @@
 //! instance it computes on (its own threads, [`SessionOptions::n_threads`]), and per turn the
 //! decode cache, depthformer scratch, detokenizer stream and graph allocators. The model is only
 //! read, so sessions on one model run at the same time, each on its own thread.
+//!
+//! Here the session's state and options; the turn in `turn.rs`, the streamed turn in
+//! `stream.rs`, encoder-output reuse in `questions.rs`, starting and settling prefill ahead in
+//! `background.rs` (its worker in [`ahead`], the blocks it fills in [`prefill_cache`]), and
+//! ASR, TTS and encoding on the session's backend in `one_shot.rs`.
 
 pub mod ahead;
+mod background;
 pub mod conversation;
+mod one_shot;
 pub mod prefill_cache;
-
-use std::time::Instant;
+mod questions;
+mod stream;
+mod turn;
 
 use crate::ggml::{Backend, GraphAllocator};
 
 use self::ahead::{Ahead, BackgroundWork};
-use self::conversation::{
-    check_artifacts, encode_reply, read_history, Artifact, ChatMarkup, HistoryConfig, Reply,
-    ReplyFormat, Task, CONVERSATION_LIMIT,
-};
+use self::conversation::{Artifact, ReplyFormat};
 use self::prefill_cache::PrefillCache;
+use self::questions::KeptQuestion;
+use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::generation::reply::{EventStream, ReplyRequest, ReplyResult, ReplyStream};
-use crate::lfm2_audio::generation::reply::{KeptPrefill, ReplyEvent, ReplyOptions};
-use crate::lfm2_audio::generation::schedule::Schedule;
-use crate::lfm2_audio::io::audio::{AudioInput, ReadOptions};
-use crate::lfm2_audio::model::engine::Lfm2Audio;
-use crate::lfm2_audio::tasks::asr::{AsrOptions, AsrResult};
+use crate::lfm2_audio::generation::reply::ReplyResult;
+use crate::lfm2_audio::io::audio::AudioInput;
 use crate::lfm2_audio::tasks::s2s::S2sOptions;
-use crate::lfm2_audio::tasks::tts::TtsOptions;
+
+pub use self::stream::TurnStream;
 
 /// Session settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,18 +106,6 @@ pub struct TurnResult {
     pub background: Option<BackgroundWork>,
 }
 
-/// Whether two questions are the same samples (size and bytes).
-fn same_samples(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-}
-
-#[derive(Debug, Clone)]
-struct KeptQuestion {
-    samples: Vec<f32>,
-    rows: usize,
-    embeddings: Vec<f32>,
-}
-
 /// A speech-to-speech session over one model (see the module docs).
 #[derive(Debug)]
 pub struct Session {
@@ -137,28 +129,6 @@ pub struct Session {
     resumed: usize,
 }
 
-/// A request checked, its questions encoded and its prompt built: ready to generate.
-struct Prepared {
-    req: ReplyRequest,
-    chunked: bool,
-    return_codes: bool,
-    format: ReplyFormat,
-    keep: Vec<KeptQuestion>,
-    reused: usize,
-    /// What prefilling the reply ahead needs: the markup, the earlier replies, the questions'
-    /// row counts and rows (only when it will run).
-    ahead: Option<AheadInput>,
-    /// The prefill-ahead work settled before this request.
-    background: Option<BackgroundWork>,
-}
-
-struct AheadInput {
-    markup: ChatMarkup,
-    replies: Vec<Reply>,
-    question_rows: Vec<usize>,
-    rows: Vec<f32>,
-}
-
 impl Session {
     /// A session on `model`.
     pub fn new(model: Lfm2Audio, options: SessionOptions) -> Session {
@@ -178,40 +148,6 @@ impl Session {
             session.start_head();
         }
         session
-    }
-
-    /// Prefills the default S2S head ahead (see [`SessionOptions::prefill_head`]). A failure
-    /// only costs the reuse: it is reported as background work and the first turn runs the head.
-    fn start_head(&mut self) {
-        let started = self.backend().and_then(|backend| {
-            let markup =
-                ChatMarkup::new(self.model.tokenizer(), &S2sOptions::default().system_prompt);
-            let cache = std::mem::take(&mut self.prefill);
-            Ahead::spawn(
-                self.model.clone(),
-                backend,
-                cache,
-                markup.head_prompt(),
-                Vec::new(),
-                None,
-            )
-        });
-        self.keep_ahead(started);
-    }
-
-    /// Keeps a started prefill-ahead worker; if it could not start, the (taken) prefill cache is
-    /// lost and the failure is reported as background work: reuse is lost, no output changes.
-    fn keep_ahead(&mut self, started: Result<Ahead, EngineError>) {
-        match started {
-            Ok(a) => self.ahead = Some(a),
-            Err(e) => {
-                self.prefill = PrefillCache::new(self.options.prefill_slots);
-                self.background = Some(BackgroundWork {
-                    failed: Some(e.chain()),
-                    ..Default::default()
-                });
-            }
-        }
     }
 
     /// The model.
@@ -243,25 +179,6 @@ impl Session {
         self.background.as_ref()
     }
 
-    /// Ends prefill-ahead work: waits for it when `wait`, otherwise stops it after its current
-    /// block; takes the prefill cache back. Returns the work's report.
-    fn settle(&mut self, wait: bool) -> Option<BackgroundWork> {
-        let ahead = self.ahead.take()?;
-        let started = Instant::now();
-        let (cache, mut work) = ahead.finish(wait);
-        work.waited = started.elapsed();
-        self.prefill = cache.unwrap_or_else(|| PrefillCache::new(self.options.prefill_slots));
-        self.background = Some(work.clone());
-        Some(work)
-    }
-
-    /// Settles prefill-ahead work before a request: waits for it when the request continues
-    /// the conversation being prefilled (it needs those blocks), stops it otherwise.
-    fn settle_for(&mut self, history: &[Artifact]) -> Option<BackgroundWork> {
-        let wait = self.ahead.as_ref().is_some_and(|a| a.continued_by(history));
-        self.settle(wait)
-    }
-
     /// The reply format of this model (what a reply artifact must fit).
     pub fn reply_format(&self) -> ReplyFormat {
         self.model.reply_format()
@@ -277,303 +194,6 @@ impl Session {
         self.backend = Some(b.clone());
         Ok(b)
     }
-
-    fn encode_question(
-        &self,
-        backend: &Backend,
-        samples: &[f32],
-        kept: &[KeptQuestion],
-    ) -> Result<(KeptQuestion, bool), EngineError> {
-        if let Some(k) = kept.iter().find(|k| same_samples(&k.samples, samples)) {
-            return Ok((k.clone(), true));
-        }
-        let (rows, embeddings) =
-            self.model
-                .encode_audio_on(backend, self.encoder_alloc.as_ref(), samples)?;
-        Ok((
-            KeptQuestion {
-                samples: samples.to_vec(),
-                rows,
-                embeddings,
-            },
-            false,
-        ))
-    }
-
-    fn prepare(&self, backend: &Backend, request: &S2sRequest) -> Result<Prepared, EngineError> {
-        let started = Instant::now();
-        let model = &self.model;
-        let has_history = check_artifacts(Task::S2s, &request.history)?;
-        crate::lfm2_audio::limits::check_system_prompt(&request.s2s.system_prompt)?;
-        let return_codes = request.return_codes;
-        if request.s2s.max_new_tokens == 0 {
-            return Err(EngineError::InvalidRequest(
-                "max_new_tokens must be positive".into(),
-            ));
-        }
-        let question = model.read_audio(&request.question)?;
-        let format = model.reply_format();
-        let markup = ChatMarkup::new(model.tokenizer(), &request.s2s.system_prompt);
-        let cfg = HistoryConfig {
-            format: &format,
-            markup: &markup,
-            limit: CONVERSATION_LIMIT,
-            wav: ReadOptions {
-                max_seconds: model.options().max_audio_seconds,
-            },
-        };
-        let max_tokens = request.s2s.max_new_tokens;
-        let mut history = read_history(&request.history, &cfg, max_tokens)?;
-
-        // Encode every question, earlier ones first (reusing kept outputs), the new one always.
-        let mut keep = Vec::new();
-        let mut reused = 0;
-        let mut rows = Vec::new();
-        let mut question_rows = Vec::new();
-        for (i, turn) in history.turns.iter().enumerate() {
-            let (q, hit) = self.encode_question(backend, &turn.question, &self.questions)?;
-            reused += usize::from(hit);
-            history.budget.add_question(i, q.rows)?;
-            question_rows.push(q.rows);
-            rows.extend_from_slice(&q.embeddings);
-            keep.push(q);
-        }
-        let (q, _) = self.encode_question(backend, &question, &[])?;
-        history.budget.add_question(history.turns.len(), q.rows)?;
-        question_rows.push(q.rows);
-        rows.extend_from_slice(&q.embeddings);
-        keep.push(q);
-        let encode = started.elapsed();
-
-        let prompt = markup.build(&format, history.replies(), &question_rows)?;
-        history.budget.check_prompt(prompt.len())?;
-        let (n_text, n_audio) = model.interleave();
-        let ahead = (return_codes && self.options.prefill_ahead && self.options.prefill_slots > 0)
-            .then(|| AheadInput {
-                replies: history.replies().cloned().collect(),
-                question_rows,
-                rows: rows.clone(),
-                markup,
-            });
-        Ok(Prepared {
-            req: ReplyRequest {
-                prompt,
-                rows,
-                schedule: Schedule::interleaved(model.schedule_tokens(), n_text, n_audio),
-                opts: ReplyOptions {
-                    max_new_tokens: max_tokens,
-                    text: request.s2s.text,
-                    audio: request.s2s.audio,
-                },
-                started,
-                encode,
-            },
-            chunked: has_history || return_codes,
-            return_codes,
-            format,
-            keep: if has_history || return_codes {
-                keep
-            } else {
-                Vec::new()
-            },
-            reused,
-            ahead,
-            background: None,
-        })
-    }
-
-    fn finish_turn(
-        &mut self,
-        backend: &Backend,
-        p: Prepared,
-        reply: ReplyResult,
-    ) -> Result<TurnResult, EngineError> {
-        let artifact = if p.return_codes {
-            Some(encode_reply(&reply.steps, reply.ended, &p.format)?)
-        } else {
-            None
-        };
-        if let (Some(input), Some(art)) = (p.ahead, &artifact) {
-            self.start_ahead(backend, input, &p.format, &reply, art.clone());
-        }
-        // Keep this request's questions, most recent first, without duplicates.
-        for q in p.keep.into_iter().rev() {
-            self.questions
-                .retain(|k| !same_samples(&k.samples, &q.samples));
-            self.questions.insert(0, q);
-        }
-        self.questions.truncate(self.options.kept_questions);
-        Ok(TurnResult {
-            reply,
-            artifact,
-            reused_questions: p.reused,
-            background: p.background,
-        })
-    }
-
-    /// Starts prefilling `reply` ahead of the next turn. A failure to build its prompt or to
-    /// start the worker is recorded as the background work's failure: it only costs reuse.
-    fn start_ahead(
-        &mut self,
-        backend: &Backend,
-        input: AheadInput,
-        format: &ReplyFormat,
-        reply: &ReplyResult,
-        artifact: Artifact,
-    ) {
-        if reply.steps.is_empty() {
-            return;
-        }
-        let this = Reply {
-            steps: reply.steps.clone(),
-            ended: reply.ended,
-        };
-        let prompt = match input.markup.build_through_reply(
-            format,
-            input.replies.iter().chain([&this]),
-            &input.question_rows,
-        ) {
-            Ok(p) => p,
-            Err(e) => {
-                self.background = Some(BackgroundWork {
-                    failed: Some(e.chain()),
-                    ..Default::default()
-                });
-                return;
-            }
-        };
-        let cache = std::mem::take(&mut self.prefill);
-        let started = Ahead::spawn(
-            self.model.clone(),
-            backend.clone(),
-            cache,
-            prompt,
-            input.rows,
-            Some(artifact),
-        );
-        self.keep_ahead(started);
-    }
-
-    /// The audio-in embeddings of 16 kHz mono samples (as [`Lfm2Audio::encode_audio`]), on the
-    /// session's backend and in its kept encoder buffer; the kept questions are neither used
-    /// nor changed.
-    pub fn encode_audio(&mut self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
-        self.settle(false);
-        let backend = self.backend()?;
-        self.model
-            .encode_audio_on(&backend, self.encoder_alloc.as_ref(), samples)
-    }
-
-    /// Transcribes 16 kHz mono samples on the session's backend (as [`Lfm2Audio::asr`]; the
-    /// conversation caches are not involved).
-    pub fn asr(&mut self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
-        self.settle(false);
-        let backend = self.backend()?;
-        self.model.asr_on(&backend, samples, opts)
-    }
-
-    /// [`Session::asr`], handing each piece of text to `sink` (see [`Lfm2Audio::asr_with`]).
-    pub fn asr_with(
-        &mut self,
-        samples: &[f32],
-        opts: &AsrOptions,
-        sink: &mut dyn FnMut(&str) -> bool,
-    ) -> Result<AsrResult, EngineError> {
-        self.settle(false);
-        let backend = self.backend()?;
-        self.model.asr_on_with(&backend, samples, opts, sink)
-    }
-
-    /// Speaks `text` on the session's backend (as [`Lfm2Audio::tts`]; the conversation caches
-    /// are not involved).
-    pub fn tts(&mut self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {
-        self.tts_with(text, opts, &mut |_| true)
-    }
-
-    /// [`Session::tts`], handing each event to `sink` as it is produced (return false to stop:
-    /// the result then holds what was produced so far, `ended` false).
-    pub fn tts_with(
-        &mut self,
-        text: &str,
-        opts: &TtsOptions,
-        sink: &mut dyn FnMut(ReplyEvent) -> bool,
-    ) -> Result<ReplyResult, EngineError> {
-        self.settle(false);
-        let backend = self.backend()?;
-        self.model.tts_on(&backend, text, opts, sink)
-    }
-
-    /// Runs one turn offline.
-    pub fn s2s(&mut self, request: &S2sRequest) -> Result<TurnResult, EngineError> {
-        self.s2s_with(request, &mut |_| true)
-    }
-
-    /// Runs one turn, handing each event to `sink` as it is produced (return false to stop:
-    /// the reply is then cut, `ended` false). A bad request fails before any event.
-    pub fn s2s_with(
-        &mut self,
-        request: &S2sRequest,
-        sink: &mut dyn FnMut(ReplyEvent) -> bool,
-    ) -> Result<TurnResult, EngineError> {
-        let background = self.settle_for(&request.history);
-        let backend = self.backend()?;
-        let mut p = self.prepare(&backend, request)?;
-        p.background = background;
-        self.run_prepared(&backend, p, sink)
-    }
-
-    fn run_prepared(
-        &mut self,
-        backend: &Backend,
-        mut p: Prepared,
-        sink: &mut dyn FnMut(ReplyEvent) -> bool,
-    ) -> Result<TurnResult, EngineError> {
-        self.reused = p.reused;
-        let req = ReplyRequest {
-            prompt: std::mem::take(&mut p.req.prompt),
-            rows: std::mem::take(&mut p.req.rows),
-            schedule: p.req.schedule.clone(),
-            opts: p.req.opts,
-            started: p.req.started,
-            encode: p.req.encode,
-        };
-        let cache: Option<&mut dyn KeptPrefill> = if p.chunked {
-            Some(&mut self.prefill)
-        } else {
-            None
-        };
-        let reply = self.model.run_reply(backend, req, cache, sink)?;
-        self.resumed = reply.resumed_prefill_steps;
-        self.finish_turn(backend, p, reply)
-    }
-
-    /// Streams one turn: the request is checked and its questions encoded now (a bad request
-    /// fails here, before any audio), then the session moves onto a worker thread that
-    /// generates the reply; [`TurnStream::finish`] / [`TurnStream::wait`] give it back with
-    /// the turn's result (reply artifact included with `return_codes`). A rejected request
-    /// returns the session with the error.
-    pub fn s2s_stream(
-        self,
-        request: &S2sRequest,
-    ) -> Result<TurnStream, Box<(Session, EngineError)>> {
-        let mut session = self;
-        let background = session.settle_for(&request.history);
-        let backend = match session.backend() {
-            Ok(b) => b,
-            Err(e) => return Err(Box::new((session, e))),
-        };
-        let mut p = match session.prepare(&backend, request) {
-            Ok(p) => p,
-            Err(e) => return Err(Box::new((session, e))),
-        };
-        p.background = background;
-        Ok(TurnStream {
-            inner: EventStream::spawn(move |sink| {
-                let r = session.run_prepared(&backend, p, sink);
-                (session, r)
-            }),
-        })
-    }
 }
 
 impl Drop for Session {
@@ -581,47 +201,5 @@ impl Drop for Session {
         // why: the worker computes on this session's backend; stop it after its current block
         // rather than leave it running for a session that is gone.
         self.settle(false);
-    }
-}
-
-/// A turn being generated by a session on a worker thread (see [`Session::s2s_stream`]).
-pub struct TurnStream {
-    inner: EventStream<(Session, Result<TurnResult, EngineError>)>,
-}
-
-impl std::fmt::Debug for TurnStream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TurnStream").finish_non_exhaustive()
-    }
-}
-
-impl TurnStream {
-    /// The next event, waiting for it; `None` once the reply is over.
-    pub fn next_event(&mut self) -> Option<ReplyEvent> {
-        self.inner.next_event()
-    }
-
-    /// Stops generation if it still runs (the reply is then cut, `ended` false) and returns
-    /// the session with the turn's result. `Err` only if the worker thread panicked (the
-    /// session is then lost).
-    pub fn finish(self) -> Result<(Session, Result<TurnResult, EngineError>), EngineError> {
-        self.inner.finish()
-    }
-
-    /// Waits for the reply to end on its own; returns the session with the turn's result.
-    pub fn wait(self) -> Result<(Session, Result<TurnResult, EngineError>), EngineError> {
-        self.inner.wait()
-    }
-}
-
-impl Lfm2Audio {
-    /// A streamed single-turn reply through a throwaway session (see [`Session::s2s_with`] for
-    /// multi-turn streaming).
-    pub fn s2s_request_stream(&self, request: S2sRequest) -> ReplyStream {
-        let model = self.clone();
-        ReplyStream::spawn(move |sink| {
-            let mut s = Session::new(model, SessionOptions::default());
-            s.s2s_with(&request, sink).map(|t| t.reply)
-        })
     }
 }

@@ -21,12 +21,12 @@
 use std::collections::VecDeque;
 use std::ops::Range;
 
+use crate::lfm2_audio::engine::prefill_blocks_with;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::KeptPrefill;
 use crate::lfm2_audio::model::backbone::{
     Backbone, CacheBlock, DecodeCache, ForwardOutput, Position,
 };
-use crate::lfm2_audio::model::engine::prefill_blocks_with;
 
 /// One position as a block's span records it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -5,12 +5,12 @@ use std::time::Instant;
 
 use crate::ggml::Backend;
 
+use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::{ReplyOptions, ReplyRequest, ReplyResult, ReplyStream};
-use crate::lfm2_audio::generation::sampling::SamplerConfig;
 use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::limits::check_system_prompt;
-use crate::lfm2_audio::model::engine::Lfm2Audio;
+use crate::lfm2_audio::model::sampling::SamplerConfig;
 use crate::lfm2_audio::text::prompt::{PromptBuilder, SYSTEM_S2S};
 
 /// Speech-to-speech options.

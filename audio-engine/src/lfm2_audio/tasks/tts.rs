@@ -5,14 +5,14 @@ use std::time::Instant;
 
 use crate::ggml::Backend;
 
+use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::{
     ReplyEvent, ReplyOptions, ReplyRequest, ReplyResult, ReplyStream,
 };
-use crate::lfm2_audio::generation::sampling::SamplerConfig;
 use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::limits::check_tts_text;
-use crate::lfm2_audio::model::engine::Lfm2Audio;
+use crate::lfm2_audio::model::sampling::SamplerConfig;
 use crate::lfm2_audio::text::prompt::PromptBuilder;
 
 /// The voices of the TTS system prompt. Every front end (the Rust API, the C ABI, `serve`)

@@ -12,13 +12,26 @@
 use std::ops::Range;
 
 use super::tokenizer::Tokenizer;
-use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::{Position, BLOCK_POSITIONS};
 
 /// ASR system prompt.
 pub const SYSTEM_ASR: &str = "Perform ASR.";
 /// Speech-to-speech system prompt.
 pub const SYSTEM_S2S: &str = "Respond with interleaved text and audio.";
+
+/// A prompt's audio piece names rows that the request's encoded audio does not have: the prompt
+/// and the rows were made for different requests, a bug of the caller (the engine's error
+/// reports it as an invariant that does not hold).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the prompt needs audio rows {first}..{end}, the request has {have}")]
+pub struct MissingAudioRows {
+    /// The first row the piece needs.
+    pub first: usize,
+    /// One past the last row it needs.
+    pub end: usize,
+    /// The rows the request has.
+    pub have: usize,
+}
 
 /// One stretch of a prompt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -164,20 +177,20 @@ impl Prompt {
         &'a self,
         rows: &'a [f32],
         hidden: usize,
-    ) -> Result<Vec<Position<'a>>, EngineError> {
+    ) -> Result<Vec<Position<'a>>, MissingAudioRows> {
         let mut out = Vec::with_capacity(self.len());
         for piece in &self.pieces {
             match piece {
                 PromptPiece::Text(ids) => out.extend(ids.iter().map(|&t| Position::Text(t))),
                 PromptPiece::Audio { first, rows: n, .. } => {
                     let need = (first + n) * hidden;
-                    let block = rows.get(first * hidden..need).ok_or_else(|| {
-                        EngineError::Invariant(format!(
-                            "the prompt needs audio rows {first}..{}, the request has {}",
-                            first + n,
-                            rows.len() / hidden.max(1)
-                        ))
-                    })?;
+                    let block = rows
+                        .get(first * hidden..need)
+                        .ok_or_else(|| MissingAudioRows {
+                            first: *first,
+                            end: first + n,
+                            have: rows.len() / hidden.max(1),
+                        })?;
                     out.extend(block.chunks_exact(hidden).map(Position::Audio));
                 }
                 PromptPiece::Frame(codes) => out.push(Position::Frame(codes)),

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::convert::{convert, Progress, Quant};
 use super::synthetic::{write_tiny_checkpoint, DEFAULT_SEED};
+use crate::lfm2_audio::engine::{Lfm2Audio, ModelOptions};
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::engine::{Lfm2Audio, ModelOptions};
 use crate::lfm2_audio::model::package::{ModelPackage, PackagePaths};
 
 /// Model name of the demo package's files.

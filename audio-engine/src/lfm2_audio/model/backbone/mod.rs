@@ -110,6 +110,10 @@ pub struct ForwardOutput {
     pub logits: Option<Vec<f32>>,
 }
 
+/// The mmproj tensor holding the F32 embedding table of generated audio codes
+/// ([`AudioCodeTable`]).
+pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
+
 /// The table audio-out codes are embedded with: `[hidden, codebooks * codebook_size]`.
 #[derive(Debug)]
 pub struct AudioCodeTable {

@@ -14,7 +14,7 @@ use crate::ggml::{Backend, Context, GgmlType, Tensor};
 use super::super::backbone::BatchCompute;
 use super::super::nn::{column, input, side_by_side, AttentionInputs, KvRows};
 use super::{graph_size, DepthError, Depthformer, FrameState, R};
-use crate::lfm2_audio::generation::sampling::AudioSampler;
+use crate::lfm2_audio::model::sampling::AudioSampler;
 
 /// Graph nodes per frame and layer beyond the shared ones.
 const NODES_PER_FRAME_LAYER: usize = 24;

@@ -55,8 +55,8 @@ use super::nn::{
     input, Attention, AttentionInputs, KvRows, Linear, QkvProjection, RmsNorm, SwiGlu,
 };
 use super::weights::{display_path, open_gguf, Role, VarBuilder, WeightFile};
-use crate::lfm2_audio::generation::sampling::{AudioSampler, SampleError};
 use crate::lfm2_audio::model::package::Vocoder;
+use crate::lfm2_audio::model::sampling::{AudioSampler, SampleError};
 
 mod batch;
 pub mod scheduler;

@@ -12,7 +12,7 @@ use crate::ggml::Backend;
 use super::super::backbone::{BackboneError, BatchCompute};
 use super::super::ticks::{Intent, TickStats, Ticks};
 use super::{DepthError, Depthformer, FrameJob, FrameRows};
-use crate::lfm2_audio::generation::sampling::AudioSampler;
+use crate::lfm2_audio::model::sampling::AudioSampler;
 
 /// A posted frame.
 pub struct FramePosted {

@@ -10,9 +10,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
 pub use crate::lfm2_audio::generation::reply::ReplyStep;
-use crate::lfm2_audio::model::engine::Lfm2Audio;
 
 /// Id of the artifact holding an earlier turn's reply.
 pub const REPLY_ID: &str = "lfm2_audio.reply";

@@ -13,8 +13,7 @@ use super::artifact::{check_reply_meta, decode_checked, Artifact, ArtifactKind, 
 use super::artifact::{ReplyFormat, ReplyMeta, QUESTION_ID, REPLY_ID};
 use super::prompt::ChatMarkup;
 
-/// Steps a conversation's prompt and max_tokens may take together.
-pub const CONVERSATION_LIMIT: usize = 8192;
+pub use crate::lfm2_audio::limits::CONVERSATION_LIMIT;
 
 /// Refuses `prompt_steps + max_tokens` over `limit` as [`EngineError::Capacity`], saying to leave
 /// out the oldest turns. `stage` says what the count covers (e.g. "known from the replies'

@@ -21,6 +21,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::limits;
 
 pub use artifact::{
     check_reply_meta, decode_reply, encode_reply, Artifact, ArtifactKind, Reply, ReplyFormat,
@@ -72,6 +73,18 @@ pub fn parse_return_codes(options: &RequestOptions) -> Result<bool, EngineError>
     }
 }
 
+/// Refuses more than [`MAX_ARTIFACTS`](limits::MAX_ARTIFACTS) artifacts, or payloads over
+/// [`MAX_ARTIFACT_BYTES`](limits::MAX_ARTIFACT_BYTES) together, as [`EngineError::Capacity`].
+/// Reads only the lengths.
+fn check_artifact_sizes(artifacts: &[Artifact]) -> Result<(), EngineError> {
+    limits::check_artifact_count(artifacts.len())?;
+    limits::check_artifact_bytes(
+        artifacts
+            .iter()
+            .fold(0usize, |n, a| n.saturating_add(a.payload.len())),
+    )
+}
+
 /// What [`validate_for_task`] found a request asks of the conversation layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ConversationRequest {
@@ -88,7 +101,7 @@ pub struct ConversationRequest {
 /// questions and replies (both [`EngineError::InvalidRequest`]). Returns whether the request
 /// carries earlier turns; the turns themselves are read by [`read_history`].
 pub fn check_artifacts(task: Task, artifacts: &[Artifact]) -> Result<bool, EngineError> {
-    crate::lfm2_audio::limits::check_artifact_limits(artifacts)?;
+    check_artifact_sizes(artifacts)?;
     match task {
         Task::Asr | Task::Tts => {
             // why: a conversation's artifacts sent to another task would be ignored silently.
@@ -161,4 +174,40 @@ pub fn validate_for_task(
         return_codes,
         has_history,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn art(n: usize) -> Artifact {
+        Artifact {
+            id: "x".into(),
+            kind: ArtifactKind::Custom,
+            payload: vec![0; n],
+            meta: Default::default(),
+        }
+    }
+
+    #[test]
+    fn artifact_sizes_hold_at_the_limits_and_refuse_one_past_them() {
+        let many: Vec<Artifact> = (0..limits::MAX_ARTIFACTS).map(|_| art(0)).collect();
+        assert!(check_artifact_sizes(&many).is_ok());
+        let mut more = many;
+        more.push(art(0));
+        let e = check_artifact_sizes(&more).unwrap_err();
+        assert!(
+            e.is_capacity() && e.to_string().contains("MAX_ARTIFACTS"),
+            "{e}"
+        );
+
+        // why: calloc'd zeros, never touched, so the test costs no memory.
+        let big = vec![art(limits::MAX_ARTIFACT_BYTES - 1), art(1)];
+        assert!(check_artifact_sizes(&big).is_ok());
+        let e = check_artifact_sizes(&[art(limits::MAX_ARTIFACT_BYTES), art(1)]).unwrap_err();
+        assert!(
+            e.is_capacity() && e.to_string().contains("MAX_ARTIFACT_BYTES"),
+            "{e}"
+        );
+    }
 }

@@ -17,28 +17,26 @@ use crate::ggml::{
     Backend, GgmlError, GraphAllocator, StreamGuard, ThreadBudget, ThreadBudgetStats,
 };
 
-use super::backbone::scheduler::{StepScheduler, TickStats};
-use super::backbone::{
+use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::io::audio::{self, ReadOptions};
+use crate::lfm2_audio::model::backbone::scheduler::{StepScheduler, TickStats};
+use crate::lfm2_audio::model::backbone::{
     AudioCodeTable, Backbone, BackboneError, DecodeCache, ForwardOutput, Position, Rows,
 };
-use super::depthformer::scheduler::FrameScheduler;
-use super::depthformer::Depthformer;
-use super::detokenizer::Detokenizer;
-use super::encoder::AudioEncoder;
-use super::features;
-use super::load_error::LoadError;
-use super::weights::WeightFile;
-use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::generation::frame_threads::FrameThreads;
-use crate::lfm2_audio::io::audio::{self, ReadOptions};
+use crate::lfm2_audio::model::depthformer::scheduler::FrameScheduler;
+use crate::lfm2_audio::model::depthformer::Depthformer;
+use crate::lfm2_audio::model::detokenizer::config::VocoderConfig;
+use crate::lfm2_audio::model::detokenizer::Detokenizer;
+use crate::lfm2_audio::model::encoder::AudioEncoder;
+use crate::lfm2_audio::model::features;
+use crate::lfm2_audio::model::gguf_keys;
+use crate::lfm2_audio::model::load_error::LoadError;
 use crate::lfm2_audio::model::package::ModelPackage;
+use crate::lfm2_audio::model::weights::{self, WeightFile};
 use crate::lfm2_audio::text::tokenizer::Tokenizer;
 
-/// The mmproj tensor holding the F32 embedding table of generated audio codes.
-pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
-
-/// Default one-pass audio limit, seconds.
-pub const DEFAULT_MAX_AUDIO_SECONDS: f64 = 60.0;
+pub use crate::lfm2_audio::limits::DEFAULT_MAX_AUDIO_SECONDS;
+pub use crate::lfm2_audio::model::backbone::AUDIO_CODE_TABLE;
 
 /// Default [`ModelOptions::max_batch`] unless the environment sets `LFM2_MAX_BATCH`: 1, every
 /// reply computes its own steps (see [`ModelOptions::max_batch`] for why).
@@ -190,7 +188,7 @@ impl Interleave {
     /// The EN checkpoints' schedule, which upstream's vocoder converter leaves implicit.
     const EN: (u32, u32) = (6, 12);
 
-    fn of(v: &super::detokenizer::config::VocoderConfig) -> Interleave {
+    fn of(v: &VocoderConfig) -> Interleave {
         Interleave {
             n_text: v.interleaved_n_text.unwrap_or(Self::EN.0).max(1) as usize,
             n_audio: v.interleaved_n_audio.unwrap_or(Self::EN.1).max(1) as usize,
@@ -304,7 +302,7 @@ impl Lfm2Audio {
             .backbone
             .gguf
             .metadata()
-            .get(super::gguf_keys::GENERAL_LANGUAGES)
+            .get(gguf_keys::GENERAL_LANGUAGES)
             .and_then(|v| match v.as_array() {
                 Some(crate::ggml::gguf::GgufArray::String(l)) => l.first().cloned(),
                 _ => None,
@@ -316,7 +314,7 @@ impl Lfm2Audio {
                 .token_id(name)
                 .ok_or_else(|| LoadError::MissingKey {
                     file: package.paths.backbone.clone(),
-                    key: format!("{} entry {name}", super::gguf_keys::TOKENIZER_TOKENS),
+                    key: format!("{} entry {name}", gguf_keys::TOKENIZER_TOKENS),
                 })
         };
         let special = SpecialTokens {
@@ -340,7 +338,7 @@ impl Lfm2Audio {
         // why: the code table is loaded once, apart from the encoder's tensors, so the
         // 8 x 2049-row table is not held twice.
         // why: a second read-only map of the same file; GgufFile maps lazily, so this is cheap.
-        let mmproj_again = super::weights::open_gguf(&mmproj_path)?;
+        let mmproj_again = weights::open_gguf(&mmproj_path)?;
         let table = WeightFile::load_filtered(mmproj_again, &backend, |n| n == AUDIO_CODE_TABLE)?;
         let table = AudioCodeTable::new(table, AUDIO_CODE_TABLE, codebooks, hidden)?;
         backbone.set_audio_codes(table);
@@ -485,23 +483,6 @@ impl Lfm2Audio {
             b.set_n_threads(n)?;
         }
         Ok(b)
-    }
-
-    /// The thread policy of a reply's per-frame graphs, next to `backend` (the backbone's): on
-    /// the CPU an instance of their own (so their thread count can change), following
-    /// [`ModelOptions::frame_threads`]; elsewhere `backend` itself.
-    pub(crate) fn frame_threads(&self, backend: &Backend) -> Result<FrameThreads, EngineError> {
-        let n = backend
-            .n_threads()
-            .unwrap_or(self.inner.options.n_threads)
-            .max(1);
-        // why stream priority: the detokenizer's graphs are a running reply's.
-        let b = if backend.is_cpu() {
-            backend.new_instance()?.with_stream_priority(true)
-        } else {
-            backend.clone()
-        };
-        FrameThreads::new(b, self.inner.options.frame_threads, n)
     }
 
     /// The scheduler that batches the backbone steps of this model's replies.

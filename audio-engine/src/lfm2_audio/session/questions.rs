@@ -1,0 +1,55 @@
+//! Encoder-output reuse: the questions a session keeps (samples and encoder rows) and the
+//! encode that takes a kept question's rows when its samples match byte for byte.
+
+use crate::ggml::Backend;
+use crate::lfm2_audio::error::EngineError;
+
+use super::Session;
+
+/// Whether two questions are the same samples (size and bytes).
+fn same_samples(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// A question's samples and their encoder output (`rows` rows of the adapter's width).
+#[derive(Debug, Clone)]
+pub(super) struct KeptQuestion {
+    pub(super) samples: Vec<f32>,
+    pub(super) rows: usize,
+    pub(super) embeddings: Vec<f32>,
+}
+
+impl Session {
+    pub(super) fn encode_question(
+        &self,
+        backend: &Backend,
+        samples: &[f32],
+        kept: &[KeptQuestion],
+    ) -> Result<(KeptQuestion, bool), EngineError> {
+        if let Some(k) = kept.iter().find(|k| same_samples(&k.samples, samples)) {
+            return Ok((k.clone(), true));
+        }
+        let (rows, embeddings) =
+            self.model
+                .encode_audio_on(backend, self.encoder_alloc.as_ref(), samples)?;
+        Ok((
+            KeptQuestion {
+                samples: samples.to_vec(),
+                rows,
+                embeddings,
+            },
+            false,
+        ))
+    }
+
+    /// Keeps `questions` (a request's, in prompt order) as the most recent, without duplicates,
+    /// at most [`SessionOptions::kept_questions`](super::SessionOptions::kept_questions).
+    pub(super) fn keep_questions(&mut self, questions: Vec<KeptQuestion>) {
+        for q in questions.into_iter().rev() {
+            self.questions
+                .retain(|k| !same_samples(&k.samples, &q.samples));
+            self.questions.insert(0, q);
+        }
+        self.questions.truncate(self.options.kept_questions);
+    }
+}

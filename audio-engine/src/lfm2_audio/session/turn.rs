@@ -1,0 +1,191 @@
+//! The speech-to-speech turn: a request checked, its questions encoded (reusing kept ones) and
+//! its prompt built ([`Prepared`]), the reply generated through the session's prefill cache,
+//! then the reply artifact made, prefill ahead started and the questions kept.
+
+use std::time::Instant;
+
+use crate::ggml::Backend;
+use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::generation::reply::{KeptPrefill, ReplyEvent, ReplyOptions};
+use crate::lfm2_audio::generation::reply::{ReplyRequest, ReplyResult};
+use crate::lfm2_audio::generation::schedule::Schedule;
+use crate::lfm2_audio::io::audio::ReadOptions;
+use crate::lfm2_audio::limits::check_system_prompt;
+
+use super::ahead::BackgroundWork;
+use super::background::AheadInput;
+use super::conversation::{
+    check_artifacts, encode_reply, read_history, ChatMarkup, HistoryConfig, ReplyFormat, Task,
+    CONVERSATION_LIMIT,
+};
+use super::questions::KeptQuestion;
+use super::{S2sRequest, Session, TurnResult};
+
+/// A request checked, its questions encoded and its prompt built: ready to generate.
+pub(super) struct Prepared {
+    req: ReplyRequest,
+    chunked: bool,
+    return_codes: bool,
+    format: ReplyFormat,
+    keep: Vec<KeptQuestion>,
+    reused: usize,
+    /// What prefilling the reply ahead needs (only when it will run).
+    ahead: Option<AheadInput>,
+    /// The prefill-ahead work settled before this request.
+    pub(super) background: Option<BackgroundWork>,
+}
+
+impl Session {
+    /// Runs one turn offline.
+    pub fn s2s(&mut self, request: &S2sRequest) -> Result<TurnResult, EngineError> {
+        self.s2s_with(request, &mut |_| true)
+    }
+
+    /// Runs one turn, handing each event to `sink` as it is produced (return false to stop:
+    /// the reply is then cut, `ended` false). A bad request fails before any event.
+    pub fn s2s_with(
+        &mut self,
+        request: &S2sRequest,
+        sink: &mut dyn FnMut(ReplyEvent) -> bool,
+    ) -> Result<TurnResult, EngineError> {
+        let background = self.settle_for(&request.history);
+        let backend = self.backend()?;
+        let mut p = self.prepare(&backend, request)?;
+        p.background = background;
+        self.run_prepared(&backend, p, sink)
+    }
+
+    pub(super) fn prepare(
+        &self,
+        backend: &Backend,
+        request: &S2sRequest,
+    ) -> Result<Prepared, EngineError> {
+        let started = Instant::now();
+        let model = &self.model;
+        let has_history = check_artifacts(Task::S2s, &request.history)?;
+        check_system_prompt(&request.s2s.system_prompt)?;
+        let return_codes = request.return_codes;
+        if request.s2s.max_new_tokens == 0 {
+            return Err(EngineError::InvalidRequest(
+                "max_new_tokens must be positive".into(),
+            ));
+        }
+        let question = model.read_audio(&request.question)?;
+        let format = model.reply_format();
+        let markup = ChatMarkup::new(model.tokenizer(), &request.s2s.system_prompt);
+        let cfg = HistoryConfig {
+            format: &format,
+            markup: &markup,
+            limit: CONVERSATION_LIMIT,
+            wav: ReadOptions {
+                max_seconds: model.options().max_audio_seconds,
+            },
+        };
+        let max_tokens = request.s2s.max_new_tokens;
+        let mut history = read_history(&request.history, &cfg, max_tokens)?;
+
+        // Encode every question, earlier ones first (reusing kept outputs), the new one always.
+        let mut keep = Vec::new();
+        let mut reused = 0;
+        let mut rows = Vec::new();
+        let mut question_rows = Vec::new();
+        for (i, turn) in history.turns.iter().enumerate() {
+            let (q, hit) = self.encode_question(backend, &turn.question, &self.questions)?;
+            reused += usize::from(hit);
+            history.budget.add_question(i, q.rows)?;
+            question_rows.push(q.rows);
+            rows.extend_from_slice(&q.embeddings);
+            keep.push(q);
+        }
+        let (q, _) = self.encode_question(backend, &question, &[])?;
+        history.budget.add_question(history.turns.len(), q.rows)?;
+        question_rows.push(q.rows);
+        rows.extend_from_slice(&q.embeddings);
+        keep.push(q);
+        let encode = started.elapsed();
+
+        let prompt = markup.build(&format, history.replies(), &question_rows)?;
+        history.budget.check_prompt(prompt.len())?;
+        let (n_text, n_audio) = model.interleave();
+        let ahead = (return_codes && self.options.prefill_ahead && self.options.prefill_slots > 0)
+            .then(|| AheadInput {
+                replies: history.replies().cloned().collect(),
+                question_rows,
+                rows: rows.clone(),
+                markup,
+            });
+        Ok(Prepared {
+            req: ReplyRequest {
+                prompt,
+                rows,
+                schedule: Schedule::interleaved(model.schedule_tokens(), n_text, n_audio),
+                opts: ReplyOptions {
+                    max_new_tokens: max_tokens,
+                    text: request.s2s.text,
+                    audio: request.s2s.audio,
+                },
+                started,
+                encode,
+            },
+            chunked: has_history || return_codes,
+            return_codes,
+            format,
+            keep: if has_history || return_codes {
+                keep
+            } else {
+                Vec::new()
+            },
+            reused,
+            ahead,
+            background: None,
+        })
+    }
+
+    pub(super) fn finish_turn(
+        &mut self,
+        backend: &Backend,
+        p: Prepared,
+        reply: ReplyResult,
+    ) -> Result<TurnResult, EngineError> {
+        let artifact = if p.return_codes {
+            Some(encode_reply(&reply.steps, reply.ended, &p.format)?)
+        } else {
+            None
+        };
+        if let (Some(input), Some(art)) = (p.ahead, &artifact) {
+            self.start_ahead(backend, input, &p.format, &reply, art.clone());
+        }
+        self.keep_questions(p.keep);
+        Ok(TurnResult {
+            reply,
+            artifact,
+            reused_questions: p.reused,
+            background: p.background,
+        })
+    }
+
+    pub(super) fn run_prepared(
+        &mut self,
+        backend: &Backend,
+        mut p: Prepared,
+        sink: &mut dyn FnMut(ReplyEvent) -> bool,
+    ) -> Result<TurnResult, EngineError> {
+        self.reused = p.reused;
+        let req = ReplyRequest {
+            prompt: std::mem::take(&mut p.req.prompt),
+            rows: std::mem::take(&mut p.req.rows),
+            schedule: p.req.schedule.clone(),
+            opts: p.req.opts,
+            started: p.req.started,
+            encode: p.req.encode,
+        };
+        let cache: Option<&mut dyn KeptPrefill> = if p.chunked {
+            Some(&mut self.prefill)
+        } else {
+            None
+        };
+        let reply = self.model.run_reply(backend, req, cache, sink)?;
+        self.resumed = reply.resumed_prefill_steps;
+        self.finish_turn(backend, p, reply)
+    }
+}
