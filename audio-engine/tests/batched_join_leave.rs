@@ -10,11 +10,10 @@
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier};
 use std::time::Duration;
 
-use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
+use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::{
     Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, SamplerConfig, Session,
@@ -22,6 +21,7 @@ use audio_engine::lfm2_audio::{
 };
 
 use common::package::engine_with;
+use common::wav::{question, question_artifact};
 
 /// splitmix64: the plans depend on the seed only.
 struct Rng(u64);
@@ -60,25 +60,6 @@ fn plans(seed: u64, n: usize) -> Vec<Plan> {
             }
         })
         .collect()
-}
-
-/// A deterministic 16 kHz question, different per `i`.
-fn question(i: usize) -> Vec<u8> {
-    let n = 12_000 + 4_000 * i;
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 16_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for t in 0..n {
-        let v = ((t * (5 + 2 * i)) % 300) as i32 - 150;
-        w.write_sample((v * 80) as i16).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
 }
 
 fn request(q: usize, history: &[Artifact]) -> S2sRequest {
@@ -142,12 +123,7 @@ fn run(e: &Lfm2Audio, plan: &Plan, cut: bool) -> Outcome {
             }
             _ => s.s2s(&req).unwrap(),
         };
-        history.push(Artifact {
-            id: QUESTION_ID.to_owned(),
-            kind: ArtifactKind::Custom,
-            payload: question(q),
-            meta: BTreeMap::new(),
-        });
+        history.push(question_artifact(q));
         history.push(turn.artifact.clone().unwrap());
         out.turns.push(bytes(&turn));
     }
