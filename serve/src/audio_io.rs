@@ -115,10 +115,15 @@ pub fn pcm16(samples: &[f32]) -> Vec<u8> {
 
 /// A mono 16-bit PCM WAV.
 pub fn wav16(samples: &[f32], rate: u32) -> Vec<u8> {
-    let pcm = pcm16(samples);
-    let mut out = Vec::with_capacity(44 + pcm.len());
+    wav_i16(&to_i16(samples), rate)
+}
+
+/// A mono 16-bit PCM WAV of samples already in PCM16.
+pub fn wav_i16(samples: &[i16], rate: u32) -> Vec<u8> {
+    let data = samples.len() as u32 * 2;
+    let mut out = Vec::with_capacity(44 + data as usize);
     out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + pcm.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(36 + data).to_le_bytes());
     out.extend_from_slice(b"WAVEfmt ");
     out.extend_from_slice(&16u32.to_le_bytes());
     out.extend_from_slice(&1u16.to_le_bytes()); // PCM
@@ -128,8 +133,10 @@ pub fn wav16(samples: &[f32], rate: u32) -> Vec<u8> {
     out.extend_from_slice(&2u16.to_le_bytes());
     out.extend_from_slice(&16u16.to_le_bytes());
     out.extend_from_slice(b"data");
-    out.extend_from_slice(&(pcm.len() as u32).to_le_bytes());
-    out.extend_from_slice(&pcm);
+    out.extend_from_slice(&data.to_le_bytes());
+    for v in samples {
+        out.extend_from_slice(&v.to_le_bytes());
+    }
     out
 }
 

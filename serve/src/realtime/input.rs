@@ -139,24 +139,7 @@ impl InputBuffer {
 /// A mono PCM16 WAV of `samples` at `rate`: the question as the engine and the conversation's
 /// history take it.
 pub fn wav_of(samples: &[i16], rate: u32) -> Vec<u8> {
-    let data = samples.len() as u32 * 2;
-    let mut out = Vec::with_capacity(44 + data as usize);
-    out.extend_from_slice(b"RIFF");
-    out.extend_from_slice(&(36 + data).to_le_bytes());
-    out.extend_from_slice(b"WAVEfmt ");
-    out.extend_from_slice(&16u32.to_le_bytes());
-    out.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    out.extend_from_slice(&1u16.to_le_bytes()); // mono
-    out.extend_from_slice(&rate.to_le_bytes());
-    out.extend_from_slice(&(rate * 2).to_le_bytes());
-    out.extend_from_slice(&2u16.to_le_bytes());
-    out.extend_from_slice(&16u16.to_le_bytes());
-    out.extend_from_slice(b"data");
-    out.extend_from_slice(&data.to_le_bytes());
-    for s in samples {
-        out.extend_from_slice(&s.to_le_bytes());
-    }
-    out
+    crate::audio_io::wav_i16(samples, rate)
 }
 
 #[cfg(test)]
