@@ -6,55 +6,27 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use common::webdriver::{headless_chromium, Driver};
 use common::*;
 
-/// A WebDriver session over plain HTTP.
-struct Driver {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl Driver {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let v: Value = req.send().await.unwrap().json().await.unwrap();
-        assert!(
-            v["value"].get("error").is_none(),
-            "webdriver {path}: {}",
-            v["value"]
-        );
-        v["value"].clone()
-    }
-    async fn post(&self, path: &str, body: Value) -> Value {
-        self.call(reqwest::Method::POST, path, Some(body)).await
-    }
-    async fn js(&self, script: &str) -> Value {
-        self.post("/execute/sync", json!({"script": script, "args": []}))
-            .await
-    }
-    /// Holds the pointer down on `element` for `ms`, as a person holding the button.
-    async fn hold(&self, element: &Value, ms: u64) {
-        self.post(
-            "/actions",
-            json!({"actions": [{"type": "pointer", "id": "mouse",
-            "parameters": {"pointerType": "mouse"},
-            "actions": [
-                {"type": "pointerMove", "duration": 0, "origin": element, "x": 0, "y": 0},
-                {"type": "pointerDown", "button": 0},
-                {"type": "pause", "duration": ms},
-                {"type": "pointerUp", "button": 0},
-            ]}]}),
-        )
-        .await;
-    }
+/// Holds the pointer down on `element` for `ms`, as a person holding the button.
+async fn hold(d: &Driver, element: &Value, ms: u64) {
+    d.post(
+        "/actions",
+        json!({"actions": [{"type": "pointer", "id": "mouse",
+        "parameters": {"pointerType": "mouse"},
+        "actions": [
+            {"type": "pointerMove", "duration": 0, "origin": element, "x": 0, "y": 0},
+            {"type": "pointerDown", "button": 0},
+            {"type": "pause", "duration": ms},
+            {"type": "pointerUp", "button": 0},
+        ]}]}),
+    )
+    .await;
 }
 
 /// Waits until `voiceTurns` has `n` finished turns; returns them.
@@ -102,63 +74,8 @@ async fn two_voice_turns_in_headless_chromium() {
     let mic = dir.join("q.wav");
     std::fs::write(&mic, question(1)).unwrap();
 
-    let port = free_port();
-    let _driver = Kill(
-        Command::new(&bins[1])
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let http = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
-    let t0 = Instant::now();
-    loop {
-        let ready = match http.get(format!("{base}/status")).send().await {
-            Ok(r) => r
-                .json::<Value>()
-                .await
-                .ok()
-                .map(|v| v["value"]["ready"] == true),
-            Err(_) => None,
-        };
-        if ready == Some(true) {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "chromedriver did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let profile = dir.join("profile");
-    let caps = json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
-    "binary": "/usr/bin/chromium",
-    "args": [
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-        format!("--use-file-for-fake-audio-capture={}", mic.display()),
-        "--autoplay-policy=no-user-gesture-required",
-        format!("--user-data-dir={}", profile.display()),
-    ]}}}});
-    let created: Value = http
-        .post(format!("{base}/session"))
-        .json(&caps)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["value"]["sessionId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("new session: {created}"))
-        .to_owned();
-    let d = Driver {
-        http: http.clone(),
-        base: format!("{base}/session/{id}"),
-    };
+    let fake_capture = mic.display().to_string();
+    let (_driver, d) = headless_chromium(&bins[1], &fake_capture, &dir.join("profile")).await;
 
     let page = format!("{}?max_tokens=48&seed=7", url(&srv, "/"));
     d.post("/url", json!({"url": page})).await;
@@ -181,7 +98,7 @@ async fn two_voice_turns_in_headless_chromium() {
 
     let mut shown = Vec::new();
     for n in 1..=2 {
-        d.hold(&button, 1500).await;
+        hold(&d, &button, 1500).await;
         let turns = turns_done(&d, n).await;
         let t = &turns[n - 1];
         assert!(t["error"].is_null(), "turn {n}: {t}");

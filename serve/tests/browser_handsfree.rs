@@ -11,11 +11,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
+use common::webdriver::{headless_chromium, Driver};
 use common::*;
 
 /// The fake microphone's rate (Chromium's capture rate; the page resamples to 24 kHz).
@@ -36,40 +37,12 @@ const TAIL_S: f64 = 1.0;
 /// The VAD's silence that ends a turn, ms (what the page asks of the server).
 const SILENCE_MS: u32 = 500;
 
-/// A WebDriver session over plain HTTP.
-struct Driver {
-    http: reqwest::Client,
-    base: String,
-}
-
-impl Driver {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut req = self.http.request(method, format!("{}{path}", self.base));
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let v: Value = req.send().await.unwrap().json().await.unwrap();
-        assert!(
-            v["value"].get("error").is_none(),
-            "webdriver {path}: {}",
-            v["value"]
-        );
-        v["value"].clone()
-    }
-    async fn post(&self, path: &str, body: Value) -> Value {
-        self.call(reqwest::Method::POST, path, Some(body)).await
-    }
-    async fn js(&self, script: &str) -> Value {
-        self.post("/execute/sync", json!({"script": script, "args": []}))
-            .await
-    }
-    /// The page's figures.
-    async fn figures(&self) -> Value {
-        let v = self
-            .js("return JSON.stringify(window.handsfree || null)")
-            .await;
-        serde_json::from_str(v.as_str().unwrap()).unwrap()
-    }
+/// The page's figures.
+async fn figures(d: &Driver) -> Value {
+    let v = d
+        .js("return JSON.stringify(window.handsfree || null)")
+        .await;
+    serde_json::from_str(v.as_str().unwrap()).unwrap()
 }
 
 /// Speech of `text` from espeak-ng at `MIC_RATE` (linear interpolation from its 22050 Hz),
@@ -134,73 +107,11 @@ fn microphone(dir: &Path) -> Option<(Vec<u8>, f64)> {
     Some((out.into_inner(), third_at))
 }
 
-/// Starts chromedriver and a headless Chromium session whose microphone plays `mic` once.
-async fn browser(chromedriver: &str, dir: &Path, mic: &Path) -> (Kill, Driver) {
-    let port = free_port();
-    let proc = Kill(
-        Command::new(chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let http = reqwest::Client::new();
-    let base = format!("http://127.0.0.1:{port}");
-    let t0 = Instant::now();
-    loop {
-        let ready = match http.get(format!("{base}/status")).send().await {
-            Ok(r) => r
-                .json::<Value>()
-                .await
-                .ok()
-                .map(|v| v["value"]["ready"] == true),
-            Err(_) => None,
-        };
-        if ready == Some(true) {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(20),
-            "chromedriver did not start"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let caps = json!({"capabilities": {"alwaysMatch": {"goog:chromeOptions": {
-    "binary": "/usr/bin/chromium",
-    "args": [
-        "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-        "--use-fake-ui-for-media-stream", "--use-fake-device-for-media-stream",
-        // `%noloop`: the file plays once, then the microphone is silent.
-        format!("--use-file-for-fake-audio-capture={}%noloop", mic.display()),
-        "--autoplay-policy=no-user-gesture-required",
-        format!("--user-data-dir={}", dir.join("profile").display()),
-    ]}}}});
-    let created: Value = http
-        .post(format!("{base}/session"))
-        .json(&caps)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let id = created["value"]["sessionId"]
-        .as_str()
-        .unwrap_or_else(|| panic!("new session: {created}"))
-        .to_owned();
-    let d = Driver {
-        http,
-        base: format!("{base}/session/{id}"),
-    };
-    (proc, d)
-}
-
 /// Polls the page's figures until `done` holds for them (no errors recorded meanwhile).
 async fn wait_for(d: &Driver, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let t0 = Instant::now();
     loop {
-        let hf = d.figures().await;
+        let hf = figures(d).await;
         if done(&hf) {
             return hf;
         }
@@ -247,7 +158,9 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
     std::fs::write(&mic, wav).unwrap();
 
     let srv = server().await;
-    let (_chromedriver, d) = browser(&bins[1], &dir, &mic).await;
+    // `%noloop`: the file plays once, then the microphone is silent.
+    let fake_capture = format!("{}%noloop", mic.display());
+    let (_chromedriver, d) = headless_chromium(&bins[1], &fake_capture, &dir.join("profile")).await;
     let page = format!(
         "{}?mode=handsfree&aec=0&max_tokens={SHORT_TOKENS}&silence_ms={SILENCE_MS}",
         url(&srv, "/")

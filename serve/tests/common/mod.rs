@@ -3,6 +3,8 @@
 //! SSE reader, metrics lines and the tools some tests need from the system.
 #![allow(dead_code)]
 
+pub mod webdriver;
+
 use std::io::BufRead;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
