@@ -176,72 +176,57 @@ async fn bad_events_get_error_events_and_the_sockets_stay_usable() {
     ws.send(Message::text("{not json")).await.unwrap();
     let e = next(&mut ws).await;
     assert_eq!(e["error"]["code"], "invalid_json", "{e}");
-    expect_error(
-        &mut ws,
-        json!({"type": "no.such.event", "event_id": "e1"}),
-        "unknown_event",
-    )
-    .await;
-    expect_error(&mut ws, json!({"event_id": "e2"}), "missing_type").await;
-    expect_error(
-        &mut ws,
-        json!({"type": "input_audio_buffer.append", "audio": "!!!not base64", "event_id": "e3"}),
-        "invalid_base64",
-    )
-    .await;
-    expect_error(
-        &mut ws,
-        json!({"type": "input_audio_buffer.append", "audio": b64(&[1, 2, 3]), "event_id": "e4"}),
-        "invalid_audio",
-    )
-    .await;
     // A 20 MiB append: past the longest question (60 s), refused before it is decoded.
     let big = "A".repeat(20 << 20);
-    expect_error(
-        &mut ws,
-        json!({"type": "input_audio_buffer.append", "audio": big, "event_id": "e5"}),
-        "input_audio_buffer_full",
-    )
-    .await;
-    expect_error(
-        &mut ws,
-        json!({"type": "input_audio_buffer.commit", "event_id": "e6"}),
-        "input_audio_buffer_commit_empty",
-    )
-    .await;
-    expect_error(
-        &mut ws,
-        json!({"type": "response.create", "event_id": "e7"}),
-        "conversation_empty",
-    )
-    .await;
-    expect_error(
-        &mut ws,
-        json!({"type": "response.cancel", "event_id": "e8"}),
-        "response_cancel_not_active",
-    )
-    .await;
-    expect_error(
-        &mut ws,
-        json!({"type": "conversation.item.truncate", "item_id": "item_x", "content_index": 0,
-               "audio_end_ms": 10, "event_id": "e9"}),
-        "item_not_found",
-    )
-    .await;
-    expect_error(
-        &mut ws,
-        json!({"type": "session.update", "event_id": "e10",
-               "session": {"audio": {"input": {"format": {"type": "audio/pcm", "rate": 8000}}}}}),
-        "invalid_value",
-    )
-    .await;
-    expect_error(
-        &mut ws,
-        json!({"type": "session.update", "event_id": "e12",
-               "session": {"audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 1.5}}}}}),
-        "invalid_value",
-    )
-    .await;
+    let bad = [
+        (
+            json!({"type": "no.such.event", "event_id": "e1"}),
+            "unknown_event",
+        ),
+        (json!({"event_id": "e2"}), "missing_type"),
+        (
+            json!({"type": "input_audio_buffer.append", "audio": "!!!not base64", "event_id": "e3"}),
+            "invalid_base64",
+        ),
+        (
+            json!({"type": "input_audio_buffer.append", "audio": b64(&[1, 2, 3]), "event_id": "e4"}),
+            "invalid_audio",
+        ),
+        (
+            json!({"type": "input_audio_buffer.append", "audio": big, "event_id": "e5"}),
+            "input_audio_buffer_full",
+        ),
+        (
+            json!({"type": "input_audio_buffer.commit", "event_id": "e6"}),
+            "input_audio_buffer_commit_empty",
+        ),
+        (
+            json!({"type": "response.create", "event_id": "e7"}),
+            "conversation_empty",
+        ),
+        (
+            json!({"type": "response.cancel", "event_id": "e8"}),
+            "response_cancel_not_active",
+        ),
+        (
+            json!({"type": "conversation.item.truncate", "item_id": "item_x", "content_index": 0,
+                   "audio_end_ms": 10, "event_id": "e9"}),
+            "item_not_found",
+        ),
+        (
+            json!({"type": "session.update", "event_id": "e10",
+                   "session": {"audio": {"input": {"format": {"type": "audio/pcm", "rate": 8000}}}}}),
+            "invalid_value",
+        ),
+        (
+            json!({"type": "session.update", "event_id": "e12",
+                   "session": {"audio": {"input": {"turn_detection": {"type": "server_vad", "threshold": 1.5}}}}}),
+            "invalid_value",
+        ),
+    ];
+    for (event, code) in bad {
+        expect_error(&mut ws, event, code).await;
+    }
     // A bad update changes nothing: the session is still at 24 kHz.
     send(&mut ws, json!({"type": "session.update", "session": {}})).await;
     let u = next(&mut ws).await;
