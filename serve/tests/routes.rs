@@ -424,14 +424,8 @@ async fn busy_is_503_and_shutdown_cuts_streams_at_the_deadline() {
     // the queue, and the next one must find the queue full.
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let m = c.get(url(&srv, "/metrics")).send().await.unwrap();
-        let m = m.text().await.unwrap();
-        let depth = m
-            .lines()
-            .find(|l| l.starts_with("serve_queue_depth{"))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse::<u64>().ok());
-        if depth == Some(1) {
+        let m = get_text(&c, &url(&srv, "/metrics")).await;
+        if metric_sum(&m, "serve_queue_depth{") == 1.0 {
             break;
         }
         assert!(Instant::now() < deadline, "the request never queued:\n{m}");
