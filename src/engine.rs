@@ -1,6 +1,7 @@
-//! The one file of the C layer that names audio-engine's API: loading a package, the three
-//! tasks, and the conversation session, behind small types of our own. When the engine's API
-//! changes, this file changes and the rest of the C layer does not.
+//! The one file of the C layer that calls audio-engine: loading a package, the three tasks, and
+//! the conversation session, behind small types of our own. The other files name only the
+//! engine's plain data (audio input, voice, limits), so when the engine's calls change, this
+//! file changes and the rest of the C layer does not.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use audio_engine::lfm2_audio::{
 };
 use audio_engine::lfm2_audio::{
     AudioInput, ModelPackage, PackagePaths, Quant, SamplerConfig, DEFAULT_MAX_SECONDS,
-    INPUT_SAMPLE_RATE, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
+    INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
 use serde_json::Value;
 
@@ -467,28 +468,6 @@ impl Conversation {
     pub fn reused_questions(&self) -> usize {
         self.0.reused_questions()
     }
-}
-
-/// Interleaved float PCM as the engine's input: its samples as they are (the engine averages
-/// the channels and converts the rate exactly as it reads a float WAV of them), after the
-/// checks audio.cpp's callers get from this ABI.
-pub fn pcm_input(samples: &[f32], sample_rate: u32, channels: u16) -> Result<AudioInput, Failure> {
-    // why here: the ABI names the accepted rates and channel counts in its own words, before
-    // the engine sees the samples.
-    if !(MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&sample_rate) {
-        return Err(Failure::invalid(format!(
-            "audio sample rate {sample_rate} Hz is outside {}..={} Hz",
-            MIN_SAMPLE_RATE, MAX_SAMPLE_RATE
-        )));
-    }
-    if channels == 0 {
-        return Err(Failure::invalid("audio has 0 channels"));
-    }
-    Ok(AudioInput::Pcm {
-        samples: samples.to_vec(),
-        sample_rate,
-        channels,
-    })
 }
 
 /// The canonical form of a path, for comparing file options with the files loaded.

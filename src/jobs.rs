@@ -1,9 +1,9 @@
 //! From a request handle to a typed engine job for one task: what the task takes is checked
 //! here, so that everything it does not take is refused by name before anything runs.
 
-use audio_engine::lfm2_audio::{AudioInput, Voice};
+use audio_engine::lfm2_audio::{AudioInput, Voice, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE};
 
-use crate::engine::{self, AsrJob, Blob, Kind, S2sJob, TtsJob};
+use crate::engine::{AsrJob, Blob, Kind, S2sJob, TtsJob};
 use crate::options::{request_options, AudioChunkMode, RequestOptions, SessionSettings};
 use crate::request::{InArtifact, Pcm, Request, ARTIFACT_KINDS, KIND_ACOUSTIC_TOKENS, KIND_CUSTOM};
 use crate::status::{AbiError, AbiResult};
@@ -20,8 +20,8 @@ pub enum Job {
     S2s {
         /// Everything but the question (`question` left empty).
         job: S2sJob,
-        /// The request's audio, if it had any.
-        question: Option<Pcm>,
+        /// The request's audio, if it had any, checked against the one-pass limit.
+        question: Option<AudioInput>,
     },
 }
 
@@ -157,7 +157,24 @@ fn audio_unchecked(pcm: &Pcm) -> AbiResult<AudioInput> {
             u16::MAX
         ))
     })?;
-    engine::pcm_input(&pcm.samples, pcm.rate, channels).map_err(|f| AbiError::invalid(f.message))
+    // why here: the ABI names the accepted rates and channel counts in its own words, before
+    // the engine sees the samples.
+    if !(MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&pcm.rate) {
+        return Err(AbiError::invalid(format!(
+            "audio sample rate {} Hz is outside {MIN_SAMPLE_RATE}..={MAX_SAMPLE_RATE} Hz",
+            pcm.rate
+        )));
+    }
+    if channels == 0 {
+        return Err(AbiError::invalid("audio has 0 channels"));
+    }
+    // The samples as they are: the engine averages the channels and converts the rate exactly
+    // as it reads a float WAV of them.
+    Ok(AudioInput::Pcm {
+        samples: pcm.samples.clone(),
+        sample_rate: pcm.rate,
+        channels,
+    })
 }
 
 /// Checks `req` for `task` on a model of `language` and builds the job.
@@ -253,7 +270,11 @@ pub fn plan(
                         top_k: o.top_k,
                         seed: o.seed,
                     },
-                    question: req.audio.clone(),
+                    question: req
+                        .audio
+                        .as_ref()
+                        .map(|pcm| audio_of(pcm, settings, "the question"))
+                        .transpose()?,
                 }
             }
         };

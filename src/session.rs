@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use audio_engine::lfm2_audio::AudioInput;
+
 use crate::engine::{self, Conversation, Failure, FailureKind, Output};
 use crate::jobs::{audio_of, plan, Job, Plan};
 use crate::model::ModelInner;
@@ -85,6 +87,19 @@ const _: fn() = || {
     fn sync<T: Sync + Send>() {}
     sync::<SessionHandle>();
 };
+
+/// The question of an s2s run: the pushed audio (checked here) before the request's (checked
+/// when the request was planned); `None` when there is neither.
+fn question_of(
+    pushed: Option<Pcm>,
+    planned: Option<AudioInput>,
+    settings: &SessionSettings,
+) -> Option<AbiResult<AudioInput>> {
+    match pushed {
+        Some(pcm) => Some(audio_of(&pcm, settings, "the question")),
+        None => planned.map(Ok),
+    }
+}
 
 fn abi(f: Failure) -> AbiError {
     let status = match f.kind {
@@ -200,13 +215,12 @@ impl SessionHandle {
             }
             Job::Tts(j) => st.engine.tts(&j, &mut keep_going).map_err(abi)?,
             Job::S2s { mut job, question } => {
-                let pcm = pushed.or(question).ok_or_else(|| {
+                job.question = question_of(pushed, question, &st.settings).ok_or_else(|| {
                     AbiError::invalid(
                         "s2s needs the question as audio (audiocpp_request_set_audio, or \
                          audiocpp_stream_push on a streaming session)",
                     )
-                })?;
-                job.question = audio_of(&pcm, &st.settings, "the question")?;
+                })??;
                 let conv = st.conversation();
                 let r = conv.s2s(&job, &mut keep_going);
                 let figures = (conv.resumed_prefill_steps(), conv.reused_questions());
@@ -352,13 +366,12 @@ impl SessionHandle {
                 .map_err(abi)
             }
             Job::S2s { mut job, question } => {
-                let pcm = pushed.or(question).ok_or_else(|| {
+                job.question = question_of(pushed, question, &st.settings).ok_or_else(|| {
                     AbiError::invalid(
                         "no question: push it with audiocpp_stream_push (or set the request's \
                          audio) before the first audiocpp_stream_next_event",
                     )
-                })?;
-                job.question = audio_of(&pcm, &st.settings, "the question")?;
+                })??;
                 let mut conv = st.take_conversation();
                 Worker::spawn(
                     n,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom first: a unit may import the units listed before it.
-const LAYERS: [&str; 12] = [
+const LAYERS: [&str; 13] = [
     // reading audio files (WAV, resampling)
     "io",
     // ggml graphs of the components, typed weights, sampling, the package reader
@@ -24,6 +24,8 @@ const LAYERS: [&str; 12] = [
     "limits",
     // the loaded model: components, tokenizer and schedulers on one device
     "engine",
+    // the input side: a request's audio read and encoded into the backbone's rows
+    "audio_in",
     // the reply loop, steps, schedule, threads, streams
     "generation",
     // ASR, TTS, S2S on a loaded model

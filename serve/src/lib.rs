@@ -22,10 +22,15 @@ pub mod realtime;
 pub mod tasks;
 pub mod work;
 
+mod load;
+mod state;
+
+pub use load::load_model;
+pub use state::{build_state, AppState, Entry};
+
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,217 +42,11 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
 use serde_json::{json, Value};
-use tokio::sync::Semaphore;
 
-use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions, SessionOptions};
+use audio_engine::lfm2_audio::Lfm2Audio;
 
-use config::{Cli, ModelEntry, Settings};
+use config::{Cli, Settings};
 use error::ApiError;
-use metrics::Metrics;
-use pool::Pool;
-
-/// One served model id.
-#[derive(Clone)]
-pub struct Entry {
-    pub cfg: ModelEntry,
-    pub pool: Arc<Pool>,
-    pub language: String,
-    pub path: String,
-}
-
-/// What every handler shares.
-pub struct AppState {
-    pub settings: Settings,
-    pub entries: Vec<Entry>,
-    pub metrics: Metrics,
-    pub streams: Arc<Semaphore>,
-    /// Set when the shutdown deadline passed: every generation stops at its next event.
-    pub stop: Arc<AtomicBool>,
-    /// The canonical `--audio-dir`.
-    pub audio_dir: Option<PathBuf>,
-    pub backend: String,
-}
-
-impl AppState {
-    /// The entry of a model id (404 otherwise).
-    pub fn entry(&self, id: &str) -> Result<Entry, ApiError> {
-        self.entries
-            .iter()
-            .find(|e| e.cfg.id == id)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(format!("unknown model id: {id}")))
-    }
-
-    /// The entry for a task: `id` when given (404 if unknown), else the first of that task.
-    pub fn entry_for(&self, id: Option<&str>, task: &str) -> Result<Entry, ApiError> {
-        match id.filter(|s| !s.is_empty()) {
-            Some(id) => self.entry(id),
-            None => self
-                .entries
-                .iter()
-                .find(|e| e.cfg.task == task)
-                .cloned()
-                .ok_or_else(|| ApiError::not_found(format!("no {task} model is served"))),
-        }
-    }
-
-    /// The effective wait for a session: min(request, server); 0 is unbounded.
-    pub fn busy_timeout(&self, request_ms: Option<u64>) -> Option<Duration> {
-        let server = self.settings.busy_timeout_ms;
-        let ms = match (request_ms.filter(|&m| m > 0), server) {
-            (Some(r), 0) => r,
-            (Some(r), s) => r.min(s),
-            (None, 0) => return None,
-            (None, s) => s,
-        };
-        Some(Duration::from_millis(ms))
-    }
-
-    /// A slot among the concurrent streams (503 when all are taken).
-    pub fn stream_permit(&self) -> Result<tokio::sync::OwnedSemaphorePermit, ApiError> {
-        self.streams.clone().try_acquire_owned().map_err(|_| {
-            ApiError::busy(format!(
-                "{} streams are running, the server's limit",
-                self.settings.max_streams
-            ))
-        })
-    }
-}
-
-/// Loads one package (`None`: the demo package).
-pub fn load_model(path: Option<&Path>, settings: &Settings) -> anyhow::Result<Lfm2Audio> {
-    let opts = ModelOptions {
-        n_threads: settings.threads,
-        max_batch: settings.batch,
-        batch_from: settings.batch_from,
-        max_audio_seconds: settings.max_audio_seconds,
-        ..ModelOptions::default()
-    };
-    #[cfg(feature = "hub")]
-    if let Some(spec) = path.and_then(|p| p.to_str()).and_then(hub_spec) {
-        return load_from_hub(&spec?, settings, opts);
-    }
-    match path {
-        Some(p) => Ok(Lfm2Audio::load(p, opts)?),
-        #[cfg(feature = "demo")]
-        None => Ok(audio_engine::lfm2_audio::load_demo(
-            &audio_engine::lfm2_audio::default_demo_dir(),
-            opts,
-        )?),
-        #[cfg(not(feature = "demo"))]
-        None => anyhow::bail!("no --model given and the demo package is not built in"),
-    }
-}
-
-/// The hub spec of an `hf:REPO[:QUANT]` model path (`None` for a directory).
-#[cfg(feature = "hub")]
-fn hub_spec(path: &str) -> Option<anyhow::Result<audio_engine::lfm2_audio::hub::HubSpec>> {
-    audio_engine::lfm2_audio::hub::HubSpec::from_model_path(path).map(|r| Ok(r?))
-}
-
-/// Fetches a hub package into the Hugging Face cache (the environment's `HF_*` settings,
-/// `--offline`) and loads it.
-#[cfg(feature = "hub")]
-fn load_from_hub(
-    spec: &audio_engine::lfm2_audio::hub::HubSpec,
-    settings: &Settings,
-    opts: ModelOptions,
-) -> anyhow::Result<Lfm2Audio> {
-    use anyhow::Context;
-    use audio_engine::lfm2_audio::hub::{fetch, HubOptions, DEFAULT_QUANT};
-    if spec.quant.is_none() {
-        tracing::info!("{spec} names no quantization: using {DEFAULT_QUANT}");
-    }
-    let mut hub = HubOptions::from_env();
-    hub.offline |= settings.hub_offline;
-    let got = fetch(spec, &hub).with_context(|| format!("fetching {spec}"))?;
-    tracing::info!(
-        "{spec}: commit {} ({} files downloaded, {} hashed{})",
-        got.commit,
-        got.downloaded.len(),
-        got.hashed.len(),
-        if got.offline_fallback {
-            ", hub unreachable: from the cache"
-        } else {
-            ""
-        }
-    );
-    let package = audio_engine::lfm2_audio::ModelPackage::open_paths(got.paths)?;
-    Ok(Lfm2Audio::from_package(package, opts)?)
-}
-
-/// Builds the shared state; `preloaded` (when given) serves every entry instead of loading.
-pub fn build_state(settings: Settings, preloaded: Option<Lfm2Audio>) -> anyhow::Result<AppState> {
-    let mut loaded: HashMap<Option<PathBuf>, Arc<Pool>> = HashMap::new();
-    let session_opts = SessionOptions {
-        prefill_slots: settings.prefill_slots,
-        kept_questions: settings.kept_questions,
-        ..SessionOptions::default()
-    };
-    let mut entries = Vec::new();
-    let mut backend = "cpu".to_owned();
-    for m in &settings.models {
-        if entries.iter().any(|e: &Entry| e.cfg.id == m.id) {
-            anyhow::bail!("model id `{}` is configured twice", m.id);
-        }
-        let key = m.path.clone();
-        let pool = match loaded.get(&key) {
-            Some(p) => p.clone(),
-            None => {
-                let model = match &preloaded {
-                    Some(p) => p.clone(),
-                    None => {
-                        tracing::info!(model = %m.id, path = ?m.path, "loading");
-                        load_model(m.path.as_deref(), &settings)?
-                    }
-                };
-                tracing::info!("{}", model.description());
-                if let Some(b) = model
-                    .description()
-                    .split(" on ")
-                    .nth(1)
-                    .and_then(|r| r.split(',').next())
-                {
-                    backend = b.to_ascii_lowercase();
-                }
-                let pool = Arc::new(Pool::new(
-                    model,
-                    session_opts,
-                    settings.slots,
-                    settings.max_queue,
-                ));
-                loaded.insert(key, pool.clone());
-                pool
-            }
-        };
-        entries.push(Entry {
-            language: pool.model().reply_format().language,
-            path: m
-                .path
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_else(|| format!("(demo) {}", pool.model().label())),
-            cfg: m.clone(),
-            pool,
-        });
-    }
-    let audio_dir = match &settings.audio_dir {
-        Some(d) => Some(
-            d.canonicalize()
-                .map_err(|e| anyhow::anyhow!("--audio-dir {}: {e}", d.display()))?,
-        ),
-        None => None,
-    };
-    Ok(AppState {
-        streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
-        settings,
-        entries,
-        metrics: Metrics::default(),
-        stop: Arc::new(AtomicBool::new(false)),
-        audio_dir,
-        backend,
-    })
-}
 
 const ROUTES: [&str; 11] = [
     "/",

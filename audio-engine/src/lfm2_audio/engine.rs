@@ -13,12 +13,9 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::ggml::{
-    Backend, GgmlError, GraphAllocator, StreamGuard, ThreadBudget, ThreadBudgetStats,
-};
+use crate::ggml::{Backend, GgmlError, StreamGuard, ThreadBudget, ThreadBudgetStats};
 
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::io::audio::{self, ReadOptions};
 use crate::lfm2_audio::model::backbone::scheduler::{StepScheduler, TickStats};
 use crate::lfm2_audio::model::backbone::{
     AudioCodeTable, Backbone, BackboneError, DecodeCache, ForwardOutput, Position, Rows,
@@ -28,7 +25,6 @@ use crate::lfm2_audio::model::depthformer::Depthformer;
 use crate::lfm2_audio::model::detokenizer::config::VocoderConfig;
 use crate::lfm2_audio::model::detokenizer::Detokenizer;
 use crate::lfm2_audio::model::encoder::AudioEncoder;
-use crate::lfm2_audio::model::features;
 use crate::lfm2_audio::model::gguf_keys;
 use crate::lfm2_audio::model::load_error::LoadError;
 use crate::lfm2_audio::model::package::ModelPackage;
@@ -435,30 +431,6 @@ impl Lfm2Audio {
         self.inner.backend.thread_budget().map(|b| b.stats())
     }
 
-    /// Reads a WAV (any rate, any channel count) as mono 16 kHz, within the one-pass limit.
-    pub fn read_wav(&self, wav: &[u8]) -> Result<Vec<f32>, EngineError> {
-        let opts = ReadOptions {
-            max_seconds: self.inner.options.max_audio_seconds,
-        };
-        Ok(audio::load_wav_bytes_16k(wav, &opts)?)
-    }
-
-    /// Reads a request's audio (WAV bytes or PCM) as mono 16 kHz, within the one-pass limit.
-    pub fn read_audio(&self, audio: &audio::AudioInput) -> Result<Vec<f32>, EngineError> {
-        let opts = ReadOptions {
-            max_seconds: self.inner.options.max_audio_seconds,
-        };
-        Ok(audio.samples_16k(&opts)?)
-    }
-
-    /// Checks 16 kHz mono samples handed in directly.
-    pub fn check_samples(&self, samples: &[f32]) -> Result<(), EngineError> {
-        let opts = ReadOptions {
-            max_seconds: self.inner.options.max_audio_seconds,
-        };
-        Ok(audio::validate_samples(samples, 16_000, &opts)?)
-    }
-
     /// The backbone.
     pub(crate) fn backbone(&self) -> &Backbone {
         &self.inner.backbone
@@ -467,6 +439,11 @@ impl Lfm2Audio {
     /// The depthformer.
     pub(crate) fn depthformer(&self) -> &Depthformer {
         &self.inner.depth
+    }
+
+    /// The audio encoder (with its adapter).
+    pub(crate) fn encoder(&self) -> &AudioEncoder {
+        &self.inner.encoder
     }
 
     /// The detokenizer.
@@ -522,31 +499,6 @@ impl Lfm2Audio {
     /// What the frame scheduler has run so far: ticks, frames, the widest tick.
     pub fn frame_stats(&self) -> TickStats {
         self.inner.frames.stats()
-    }
-
-    /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,
-    /// `rows x hidden` row-major.
-    pub fn encode_audio(&self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
-        let backend = self.run_backend(None)?;
-        self.encode_audio_on(&backend, None, samples)
-    }
-
-    /// [`Lfm2Audio::encode_audio`] computing on `backend`, in `alloc`'s buffer when given (an
-    /// allocator for `backend` the caller keeps between encodes), else in a fresh one.
-    pub(crate) fn encode_audio_on(
-        &self,
-        backend: &Backend,
-        alloc: Option<&GraphAllocator>,
-        samples: &[f32],
-    ) -> Result<(usize, Vec<f32>), EngineError> {
-        self.check_samples(samples)?;
-        let mel = features::log_mel(samples)?;
-        let encoder = &self.inner.encoder;
-        let out = match alloc {
-            Some(a) => encoder.encode_in(backend, a, mel.data(), mel.n_frames())?,
-            None => encoder.encode(backend, mel.data(), mel.n_frames())?,
-        };
-        Ok((out.n_frames, out.adapter))
     }
 }
 

@@ -37,6 +37,7 @@
 // code in a default build is still reported.
 
 mod api;
+mod audio_in;
 mod engine;
 mod error;
 mod generation;

@@ -3,6 +3,7 @@
 
 use crate::ggml::Backend;
 use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::io::audio::AudioInput;
 
 use super::Session;
 
@@ -40,6 +41,23 @@ impl Session {
             },
             false,
         ))
+    }
+
+    /// Reads and encodes a turn's new question. It is always encoded, never taken from the
+    /// kept ones, as in the turn without a session before it.
+    pub(super) fn hear_question(
+        &self,
+        backend: &Backend,
+        input: &AudioInput,
+    ) -> Result<KeptQuestion, EngineError> {
+        let (samples, rows, embeddings) =
+            self.model
+                .hear_on(backend, self.encoder_alloc.as_ref(), input)?;
+        Ok(KeptQuestion {
+            samples,
+            rows,
+            embeddings,
+        })
     }
 
     /// Keeps `questions` (a request's, in prompt order) as the most recent, without duplicates,

@@ -70,7 +70,6 @@ impl Session {
                 "max_new_tokens must be positive".into(),
             ));
         }
-        let question = model.read_audio(&request.question)?;
         let format = model.reply_format();
         let markup = ChatMarkup::new(model.tokenizer(), &request.s2s.system_prompt);
         let cfg = HistoryConfig {
@@ -97,7 +96,7 @@ impl Session {
             rows.extend_from_slice(&q.embeddings);
             keep.push(q);
         }
-        let (q, _) = self.encode_question(backend, &question, &[])?;
+        let q = self.hear_question(backend, &request.question)?;
         history.budget.add_question(history.turns.len(), q.rows)?;
         question_rows.push(q.rows);
         rows.extend_from_slice(&q.embeddings);
