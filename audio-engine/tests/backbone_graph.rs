@@ -460,11 +460,12 @@ fn prefill_cache_restores_shared_blocks_without_changing_bits() {
     let t2 = [0, 300, 600];
     let (r2, l2) = run(&mut pc, &a[..700], &t2);
     assert_eq!((r2, &l2), (600, &fresh(&a[..700], &t2)));
-    // Another conversation, then the first again: both kept (2 slots); the last block runs.
+    // Another conversation, then the first again: both kept (2 slots); the last block comes
+    // back too, with the outputs it was kept with.
     let (r3, _) = run(&mut pc, &other, &[0]);
     assert_eq!(r3, 0);
     let (r4, l4) = run(&mut pc, &a[..700], &t2);
-    assert_eq!((r4, &l4), (600, &fresh(&a[..700], &t2)));
+    assert_eq!((r4, &l4), (700, &fresh(&a[..700], &t2)));
     // The same positions cut elsewhere are another partition: nothing is shared past the cut.
     let (r5, l5) = run(&mut pc, &a[..700], &[0, 350]);
     assert_eq!((r5, &l5), (256, &fresh(&a[..700], &[0, 350])));
@@ -478,6 +479,7 @@ fn prefill_cache_restores_shared_blocks_without_changing_bits() {
             &mut ahead,
             &text(&a[..800]),
             &blocks(&a[..800], &t3),
+            false,
             &|| false,
         )
         .unwrap();
@@ -499,6 +501,7 @@ fn prefill_cache_restores_shared_blocks_without_changing_bits() {
             &mut ahead,
             &text(&a[..950]),
             &blocks(&a[..950], &[0, 300, 600, 700, 800, 900]),
+            false,
             &|| true,
         )
         .unwrap();
@@ -511,6 +514,7 @@ fn prefill_cache_restores_shared_blocks_without_changing_bits() {
             &mut ahead,
             &text(&third),
             &blocks(&third, &[0]),
+            false,
             &|| {
                 asked.set(asked.get() + 1);
                 asked.get() > 1
@@ -520,6 +524,25 @@ fn prefill_cache_restores_shared_blocks_without_changing_bits() {
     assert_eq!((ext.restored, ext.ran, ext.stopped), (0, 256, true));
     let (r7, l7) = run(&mut pc, &third, &[0]);
     assert_eq!((r7, &l7), (256, &fresh(&third, &[0])));
+    // Extended with the outputs (a turn started early): the prefill of that prompt then runs
+    // nothing and returns the same logits.
+    let early: Vec<u32> = tokens(400)
+        .iter()
+        .map(|t| (t + 13) % VOCAB as u32)
+        .collect();
+    let ext = pc
+        .extend(
+            &bb,
+            &mut ahead,
+            &text(&early),
+            &blocks(&early, &[0, 300]),
+            true,
+            &|| false,
+        )
+        .unwrap();
+    assert_eq!((ext.restored, ext.ran, ext.stopped), (0, 400, false));
+    let (r9, l9) = run(&mut pc, &early, &[0, 300]);
+    assert_eq!((r9, &l9), (400, &fresh(&early, &[0, 300])));
     // A prompt that diverges inside a block restores the blocks before it only.
     let mut div = a[..700].to_vec();
     div[400] = (div[400] + 1) % VOCAB as u32;
@@ -538,6 +561,7 @@ fn prefill_cache_restores_shared_blocks_without_changing_bits() {
             &mut ahead,
             &text(&a[..800]),
             &blocks(&a[..800], &t3),
+            false,
             &|| false,
         )
         .unwrap();

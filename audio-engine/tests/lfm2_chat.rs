@@ -138,8 +138,11 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
     assert!(single.artifact.is_none());
     same(&cached.s2s(last_req).unwrap(), last);
     assert_eq!(cached.reused_questions(), 3);
-    // The other conversation shared only the head: the first one's blocks were kept beside it.
-    assert_eq!(cached.resumed_prefill_steps(), last_resumed);
+    // The other conversation shared only the head: the first one's blocks were kept beside it,
+    // its last block with the prompt's outputs, so the same prompt again runs nothing.
+    let last_len = last.reply.prompt_positions;
+    assert!(last_resumed < last_len);
+    assert_eq!(cached.resumed_prefill_steps(), last_len);
 
     // Streamed through a session moved onto a worker thread: the same bytes and artifact, the
     // events adding up to the result, and the session (with its caches) given back.
@@ -228,8 +231,8 @@ fn a_conversation_reuses_blocks_and_questions_without_changing_bytes() {
         .insert("steps".into(), serde_json::json!(9000));
     assert!(matches!(cached.s2s(&bad), Err(EngineError::Capacity(_))));
     same(&cached.s2s(last_req).unwrap(), last);
-    // This prompt ran before: every block but its last (the new question) comes back.
-    assert_eq!(cached.resumed_prefill_steps(), last_resumed);
+    // This prompt ran before: every block comes back, the last with its outputs.
+    assert_eq!(cached.resumed_prefill_steps(), last_len);
 }
 
 /// The long protocol: ten turns (short replies, so the tiny model's context holds

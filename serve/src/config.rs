@@ -48,6 +48,11 @@ pub struct Cli {
     /// on its own, which is faster for two on a 2-core machine).
     #[arg(long)]
     pub batch_from: Option<usize>,
+    /// Realtime sockets with server VAD start a turn's encode and prefill once the speaker
+    /// has been silent this long, ms, before the silence duration ends the turn (0: off;
+    /// default 200). Bytes never change; only when the reply starts does.
+    #[arg(long)]
+    pub early_turn_ms: Option<u32>,
     /// Longest wait for a free session, ms (0: unbounded); a request may ask for less.
     #[arg(long)]
     pub busy_timeout_ms: Option<u64>,
@@ -121,6 +126,7 @@ pub struct FileConfig {
     pub batch: Option<usize>,
     pub batch_from: Option<usize>,
     pub slots: Option<usize>,
+    pub early_turn_ms: Option<u32>,
     pub busy_timeout_ms: Option<u64>,
     pub max_queue: Option<usize>,
     pub max_request_body_bytes: Option<usize>,
@@ -150,6 +156,11 @@ impl FileConfig {
     }
 }
 
+/// The default `--early-turn-ms`: long enough that the gaps between words rarely start a turn
+/// early for nothing, short enough that most of the encode and prefill is done when the
+/// default 500 ms of silence ends the turn.
+pub const DEFAULT_EARLY_TURN_MS: u32 = 200;
+
 /// Resolved settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -161,6 +172,8 @@ pub struct Settings {
     /// The model's `batch_from`: replies generating at once before their steps batch.
     pub batch_from: usize,
     pub slots: usize,
+    /// Realtime server VAD: silence after which a turn starts early, ms (0: never).
+    pub early_turn_ms: u32,
     pub busy_timeout_ms: u64,
     pub max_queue: usize,
     pub max_body_bytes: usize,
@@ -187,6 +200,7 @@ impl Default for Settings {
             batch: audio_engine::lfm2_audio::max_batch_by_default(),
             batch_from: audio_engine::lfm2_audio::batch_from_by_default(),
             slots: 2,
+            early_turn_ms: DEFAULT_EARLY_TURN_MS,
             busy_timeout_ms: 300_000,
             max_queue: 64,
             max_body_bytes: 64 << 20,
@@ -270,6 +284,10 @@ impl Settings {
                 .unwrap_or(d.batch_from)
                 .clamp(1, 64),
             slots: cli.slots.or(file.slots).unwrap_or(d.slots).clamp(1, 64),
+            early_turn_ms: cli
+                .early_turn_ms
+                .or(file.early_turn_ms)
+                .unwrap_or(d.early_turn_ms),
             busy_timeout_ms: cli
                 .busy_timeout_ms
                 .or(file.busy_timeout_ms)

@@ -169,6 +169,21 @@ impl Pool {
                 res.map_err(|_| ApiError::busy("the server is shutting down"))?
             }
         };
+        self.lease(key, permit)
+    }
+
+    /// Leases a session now if one is free (preferring the one that last served `key`),
+    /// without queueing.
+    pub fn try_acquire(self: &Arc<Self>, key: Option<u64>) -> Option<Lease> {
+        let permit = self.sem.clone().try_acquire_owned().ok()?;
+        self.lease(key, permit).ok()
+    }
+
+    fn lease(
+        self: &Arc<Self>,
+        key: Option<u64>,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<Lease, ApiError> {
         let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         let affine = key.and_then(|k| {
             slots

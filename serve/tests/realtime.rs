@@ -753,6 +753,16 @@ fn speech_24k(text: &str) -> Option<Vec<i16>> {
     )
 }
 
+/// `s` without its quiet end (below -50 dBFS).
+fn trim_end(mut s: Vec<i16>) -> Vec<i16> {
+    let loud = s
+        .iter()
+        .rposition(|v| v.unsigned_abs() > 100)
+        .map_or(0, |i| i + 1);
+    s.truncate(loud);
+    s
+}
+
 /// Silence, `ms` long at 24 kHz.
 fn silence(ms: usize) -> Vec<i16> {
     vec![0; ms * 24]
@@ -926,4 +936,110 @@ async fn a_truncate_of_a_reply_still_stopping_applies_when_it_ends() {
     assert_eq!(r["type"], "conversation.item.retrieved", "{r}");
     assert_eq!(r["item"]["status"], "incomplete", "{r}");
     srv.shutdown().await.unwrap();
+}
+
+/// One server-VAD turn of `parts` appended in turn (a pause of `gap_ms` between them), on a
+/// server that starts turns early after `early_turn_ms` of silence: the reply's PCM, the
+/// question the VAD committed (WAV) and the response's `lfm2_audio` figures.
+async fn vad_turn(
+    early_turn_ms: u32,
+    parts: &[Vec<i16>],
+    gap_ms: u64,
+) -> (Vec<u8>, Vec<u8>, Value) {
+    let srv = server_with(serve::config::Settings {
+        early_turn_ms,
+        ..settings()
+    })
+    .await;
+    let mut ws = connect(&srv, "").await;
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"type": "realtime",
+        "max_output_tokens": 40,
+        "audio": {"input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500,
+                                                "prefix_padding_ms": 300}}}}}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["type"], "session.updated");
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            // why: the early start at the pause before this part encodes on a leased session;
+            // a pause while it still holds that session starts nothing.
+            tokio::time::sleep(Duration::from_millis(gap_ms)).await;
+        }
+        append(&mut ws, part).await;
+    }
+    let events = until(&mut ws, "response.done").await;
+    let get = |k: &str| events.iter().find(|e| e["type"] == k).cloned().unwrap();
+    let (a, b) = (
+        get("input_audio_buffer.speech_started")["audio_start_ms"]
+            .as_u64()
+            .unwrap(),
+        get("input_audio_buffer.speech_stopped")["audio_end_ms"]
+            .as_u64()
+            .unwrap(),
+    );
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "input_audio_buffer.committed")
+            .count(),
+        1,
+        "one turn"
+    );
+    let all: Vec<i16> = parts.concat();
+    assert!(
+        b as usize * 24 > all.len() - parts.last().unwrap().len(),
+        "the turn ends in the last part ({a}..{b} ms)"
+    );
+    let question = question_wav(&all[a as usize * 24..b as usize * 24]);
+    let (got, done) = response_audio(&events);
+    assert_eq!(done["status"], "incomplete", "{done}");
+    srv.shutdown().await.unwrap();
+    (got, question, done["lfm2_audio"].clone())
+}
+
+/// `--early-turn-ms`: at a pause shorter than the silence duration the server starts the turn
+/// the silence would commit. Speech that goes on drops that start; a pause that holds finds the
+/// turn's whole prompt prefilled. Either way the reply is the library's S2S of the committed
+/// audio, byte for byte, as with early starts off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_started_at_the_pause_changes_no_byte_and_a_held_pause_restores_its_prompt() {
+    let (Some(s0), Some(s1)) = (
+        speech_24k("What is the weather like in Paris today?"),
+        speech_24k("And in London?"),
+    ) else {
+        println!("skipped: no espeak-ng");
+        return;
+    };
+    // A 300 ms gap (over the 200 ms pause, under the 500 ms silence) inside one turn; espeak's
+    // own trailing silence is cut so that the gap is what is heard.
+    let s0 = trim_end(s0);
+    let parts = [
+        [silence(400), s0, silence(300)].concat(),
+        [s1, silence(1200)].concat(),
+    ];
+    let (early, question, figures) = vad_turn(200, &parts, 500).await;
+    let (off, question_off, figures_off) = vad_turn(0, &parts, 500).await;
+    println!("early start: {figures}\noff: {figures_off}");
+    assert_eq!(question, question_off, "the VAD commits the same audio");
+    assert!(early == off, "an early start changed the reply's bytes");
+    let model = model();
+    let want = tokio::task::spawn_blocking(move || {
+        let mut s = Session::new(model, SessionOptions::default());
+        serve::audio_io::pcm16(&s.s2s(&request(&question, vec![], 40)).unwrap().reply.audio)
+    })
+    .await
+    .unwrap();
+    assert!(
+        early == want,
+        "the reply differs from the library's S2S of the committed audio"
+    );
+    // The held pause's start was used: the whole prompt came back, none of it ran again.
+    let whole = figures["prompt_positions"].as_u64().unwrap();
+    assert_eq!(figures["resumed_prefill_positions"], whole, "{figures}");
+    assert!(
+        figures_off["resumed_prefill_positions"].as_u64().unwrap() < whole,
+        "{figures_off}"
+    );
 }

@@ -184,6 +184,8 @@ fn evaluate<C: Classifier>(
                 turn.end = audio_end_ms;
                 turn.stop_emitted = Some(*emitted);
             }
+            // Pause events are off (`set_pause_ms` is not called).
+            VadEvent::Paused { .. } | VadEvent::Resumed => {}
         }
     }
     let speech_in = |from_ms: u64, to_ms: u64| {

@@ -28,6 +28,16 @@ pub enum VadEvent {
         /// End of the last speech frame, in ms since the stream began.
         audio_end_ms: u64,
     },
+    /// Only with [`Segmenter::set_pause_ms`]: the speaker has been silent for the pause
+    /// length, less than the silence duration. If the silence holds, the `SpeechStopped` that
+    /// follows has this `audio_end_ms`, so a listener may start on that audio early.
+    Paused {
+        /// End of the last speech frame, in ms since the stream began.
+        audio_end_ms: u64,
+    },
+    /// Only with [`Segmenter::set_pause_ms`]: speech came back after a `Paused`; the turn goes
+    /// on and work started at the pause is moot.
+    Resumed,
 }
 
 /// Splits a stream of audio into speech turns (OpenAI's `server_vad`). One per stream.
@@ -50,6 +60,8 @@ pub struct Segmenter<C: Classifier = SileroClassifier> {
     /// 16 kHz samples already classified (a whole number of frames).
     classified: u64,
     turn: TurnState,
+    /// Silence (16 kHz samples) after which a turn reports `Paused`; `None`: never.
+    pause: Option<u64>,
 }
 
 /// Where the segmenter is between frames.
@@ -62,6 +74,8 @@ struct TurnState {
     last_speech_end: u64,
     /// In speech: non-speech samples since then.
     silence: u64,
+    /// In speech: whether this silence was reported as `Paused`.
+    paused: bool,
 }
 
 impl Segmenter<SileroClassifier> {
@@ -103,6 +117,7 @@ impl<C: Classifier> Segmenter<C> {
             samples_seen: 0,
             classified: 0,
             turn: TurnState::default(),
+            pause: None,
         })
     }
 
@@ -158,6 +173,7 @@ impl<C: Classifier> Segmenter<C> {
                 run_start: None,
                 last_speech_end: end,
                 silence: 0,
+                paused: false,
             };
             let onset_ms = run_start / SAMPLES_PER_MS;
             return Some(VadEvent::SpeechStarted {
@@ -167,15 +183,30 @@ impl<C: Classifier> Segmenter<C> {
         if speech {
             turn.last_speech_end = end;
             turn.silence = 0;
-            return None;
+            let resumed = std::mem::take(&mut turn.paused);
+            return resumed.then_some(VadEvent::Resumed);
         }
         turn.silence += self.frame_len as u64;
         if turn.silence < u64::from(self.config.silence_duration_ms) * SAMPLES_PER_MS {
+            if !turn.paused && self.pause.is_some_and(|p| turn.silence >= p) {
+                turn.paused = true;
+                return Some(VadEvent::Paused {
+                    audio_end_ms: turn.last_speech_end / SAMPLES_PER_MS,
+                });
+            }
             return None;
         }
         let audio_end_ms = turn.last_speech_end / SAMPLES_PER_MS;
         *turn = TurnState::default();
         Some(VadEvent::SpeechStopped { audio_end_ms })
+    }
+
+    /// Also reports pauses: `Paused` once a turn's silence has lasted `ms` (rounded up to whole
+    /// frames; it needs to be shorter than `silence_duration_ms` to come before the
+    /// `SpeechStopped`), and `Resumed` when speech comes back after one. `None` (the default)
+    /// turns them off.
+    pub fn set_pause_ms(&mut self, ms: Option<u32>) {
+        self.pause = ms.map(|ms| u64::from(ms.max(1)) * SAMPLES_PER_MS);
     }
 
     /// Whether a `SpeechStarted` is open (no `SpeechStopped` after it yet).
@@ -246,10 +277,59 @@ mod tests {
     }
 
     fn run(script: &str, config: VadConfig) -> Vec<VadEvent> {
+        run_pausing(script, config, None)
+    }
+
+    fn run_pausing(script: &str, config: VadConfig, pause_ms: Option<u32>) -> Vec<VadEvent> {
         let frames: Vec<bool> = script.chars().map(|c| c == '#').collect();
         let n = frames.len();
         let mut s = Segmenter::with_classifier(config, 16_000, Scripted(frames, 0)).unwrap();
+        s.set_pause_ms(pause_ms);
         s.push(&vec![0.0; n * 160])
+    }
+
+    #[test]
+    fn pauses_are_reported_once_per_silence_with_the_end_the_stop_will_have() {
+        // 10 ms frames. A 40 ms gap pauses (30 ms) and resumes; the final silence pauses, then
+        // stops at the same end.
+        let config = VadConfig {
+            threshold: 0.5,
+            prefix_padding_ms: 0,
+            silence_duration_ms: 100,
+        };
+        let script = format!(
+            "{}{}{}{}{}",
+            ".".repeat(10),
+            "#".repeat(10),
+            ".".repeat(4),
+            "#".repeat(10),
+            ".".repeat(12)
+        );
+        assert_eq!(
+            run_pausing(&script, config, Some(30)),
+            vec![
+                VadEvent::SpeechStarted {
+                    audio_start_ms: 100
+                },
+                VadEvent::Paused { audio_end_ms: 200 },
+                VadEvent::Resumed,
+                VadEvent::Paused { audio_end_ms: 340 },
+                VadEvent::SpeechStopped { audio_end_ms: 340 },
+            ]
+        );
+        // Off by default: the same audio gives only the turn's two events.
+        assert_eq!(run(&script, config).len(), 2);
+        // A gap shorter than the pause reports nothing.
+        assert_eq!(
+            run_pausing(&script, config, Some(50)),
+            vec![
+                VadEvent::SpeechStarted {
+                    audio_start_ms: 100
+                },
+                VadEvent::Paused { audio_end_ms: 340 },
+                VadEvent::SpeechStopped { audio_end_ms: 340 },
+            ]
+        );
     }
 
     #[test]

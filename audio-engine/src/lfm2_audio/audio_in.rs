@@ -34,15 +34,19 @@ impl Lfm2Audio {
     }
 
     /// Reads a request's audio and encodes it: its 16 kHz samples, then the rows of
-    /// [`Lfm2Audio::encode_audio_on`].
+    /// [`Lfm2Audio::encode_audio_on`], or those `encoded` already has for these samples.
     pub(crate) fn hear_on(
         &self,
         backend: &Backend,
         alloc: Option<&GraphAllocator>,
         input: &audio::AudioInput,
+        encoded: &mut dyn FnMut(&[f32]) -> Option<(usize, Vec<f32>)>,
     ) -> Result<(Vec<f32>, usize, Vec<f32>), EngineError> {
         let samples = self.read_audio(input)?;
-        let (rows, embeddings) = self.encode_audio_on(backend, alloc, &samples)?;
+        let (rows, embeddings) = match encoded(&samples) {
+            Some(done) => done,
+            None => self.encode_audio_on(backend, alloc, &samples)?,
+        };
         Ok((samples, rows, embeddings))
     }
 

@@ -133,26 +133,13 @@ impl Conversation {
                 ),
             ));
         };
-        if earlier.len() % 2 != 0 {
-            return Err(unpaired(earlier.len()));
-        }
-        let mut history = Vec::with_capacity(earlier.len());
-        for pair in earlier.chunks(2) {
-            match (&pair[0].body, &pair[1].body) {
-                (
-                    Body::User { wav, .. },
-                    Body::Assistant {
-                        artifact: Some(reply),
-                        ..
-                    },
-                ) => {
-                    history.push(question_artifact(wav));
-                    history.push(reply.clone());
-                }
-                _ => return Err(unpaired(earlier.len())),
-            }
-        }
-        Ok((question.clone(), history))
+        Ok((question.clone(), history_of(earlier)?))
+    }
+
+    /// The history of a question committed now: the items so far, which must be pairs of a
+    /// question and its reply.
+    pub fn history_for_new_question(&self) -> Result<Vec<Artifact>, EventError> {
+        history_of(&self.items)
     }
 
     /// Cuts the reply `id` of `model` at `audio_end_ms` of its audio (what its listener heard):
@@ -228,6 +215,30 @@ fn reply_text(art: &Artifact, model: &Lfm2Audio) -> Result<String, EventError> {
 /// Milliseconds of audio a reply artifact holds (0 for one that does not decode).
 pub fn artifact_ms(art: &Artifact, fmt: &ReplyFormat) -> u64 {
     reply_audio_ms(art, fmt).unwrap_or(0)
+}
+
+/// The history of the items `earlier`: pairs of a question and its reply, as artifacts.
+fn history_of(earlier: &[Item]) -> Result<Vec<Artifact>, EventError> {
+    if earlier.len() % 2 != 0 {
+        return Err(unpaired(earlier.len()));
+    }
+    let mut history = Vec::with_capacity(earlier.len());
+    for pair in earlier.chunks(2) {
+        match (&pair[0].body, &pair[1].body) {
+            (
+                Body::User { wav, .. },
+                Body::Assistant {
+                    artifact: Some(reply),
+                    ..
+                },
+            ) => {
+                history.push(question_artifact(wav));
+                history.push(reply.clone());
+            }
+            _ => return Err(unpaired(earlier.len())),
+        }
+    }
+    Ok(history)
 }
 
 fn unpaired(n: usize) -> EventError {

@@ -112,15 +112,26 @@ impl InputBuffer {
     /// Takes the audio from `start_ms` to `end_ms` (ms of all audio received, as the VAD
     /// counts them), dropping everything before `end_ms`; the audio after it stays.
     pub fn take_range(&mut self, start_ms: u64, end_ms: u64) -> Vec<i16> {
-        let to_index = |ms: u64| {
-            let s = samples_of(ms, self.rate).saturating_sub(self.offset);
-            (s as usize).min(self.samples.len())
-        };
-        let (a, b) = (to_index(start_ms), to_index(end_ms.max(start_ms)));
+        let (a, b) = self.indices(start_ms, end_ms);
         let turn = self.samples[a..b].to_vec();
         self.samples.drain(..b);
         self.offset += b as u64;
         turn
+    }
+
+    /// The audio [`InputBuffer::take_range`] would take, left in the buffer.
+    pub fn copy_range(&self, start_ms: u64, end_ms: u64) -> Vec<i16> {
+        let (a, b) = self.indices(start_ms, end_ms);
+        self.samples[a..b].to_vec()
+    }
+
+    /// The held samples from `start_ms` to `end_ms` (at least `start_ms`), as indices.
+    fn indices(&self, start_ms: u64, end_ms: u64) -> (usize, usize) {
+        let to_index = |ms: u64| {
+            let s = samples_of(ms, self.rate).saturating_sub(self.offset);
+            (s as usize).min(self.samples.len())
+        };
+        (to_index(start_ms), to_index(end_ms.max(start_ms)))
     }
 
     /// Drops everything held.
@@ -151,6 +162,9 @@ mod tests {
         let mut b = InputBuffer::new(1000, 10.0);
         b.append(&(0..500).map(|i| i as i16).collect::<Vec<_>>())
             .unwrap();
+        // A copy leaves the buffer as it was; the take then gives the same samples.
+        assert_eq!(b.copy_range(100, 200), (100..200).collect::<Vec<i16>>());
+        assert_eq!(b.len(), 500);
         assert_eq!(b.take_range(100, 200), (100..200).collect::<Vec<i16>>());
         assert_eq!(b.len(), 300);
         b.append(&[7; 100]).unwrap();

@@ -71,11 +71,13 @@ pub struct Response {
 }
 
 impl Response {
-    /// Starts `job` for the socket whose affinity key is `key`.
+    /// Starts `job` for the socket whose affinity key is `key`, once `early` (the task that
+    /// started this turn early on a leased session) has given that session back.
     pub fn start(
         state: &Arc<AppState>,
         entry: &Entry,
         key: u64,
+        early: Option<tokio::task::JoinHandle<()>>,
         job: Job,
         id: String,
         item_id: String,
@@ -87,6 +89,11 @@ impl Response {
         let timeout = state.busy_timeout(None);
         let flag = cancel.clone();
         tokio::spawn(async move {
+            if let Some(early) = early {
+                // why: the session it leased holds the turn's work; acquired before it is
+                // back, the response would get another session and start from nothing.
+                let _ = early.await;
+            }
             // why the select: a socket that goes away while waiting for a session stops
             // waiting, so it never takes one.
             let lease = tokio::select! {

@@ -64,6 +64,14 @@ pub enum TurnEvent {
         /// Where the turn's audio ends.
         audio_end_ms: u64,
     },
+    /// The speaker paused (the server's speculation pause, shorter than the silence duration):
+    /// if the silence holds, the turn ends at `audio_end_ms`.
+    Paused {
+        /// Where the turn's audio would end.
+        audio_end_ms: u64,
+    },
+    /// Speech came back after a pause.
+    Resumed,
 }
 
 /// The socket's turn detector: none for manual commits.
@@ -76,11 +84,13 @@ pub struct Turns {
 
 impl Turns {
     /// A detector for `settings` on input at `sample_rate` whose timeline starts at `base_ms`
-    /// of the socket's audio; an error event for settings the detector refuses.
+    /// of the socket's audio, reporting pauses of `pause_ms` (when shorter than the silence
+    /// duration; 0: none); an error event for settings the detector refuses.
     pub fn new(
         settings: Option<&VadSettings>,
         sample_rate: u32,
         base_ms: u64,
+        pause_ms: u32,
     ) -> Result<Turns, EventError> {
         let detector = match settings {
             None => None,
@@ -90,10 +100,13 @@ impl Turns {
                     prefix_padding_ms: s.prefix_padding_ms,
                     silence_duration_ms: s.silence_duration_ms,
                 };
-                let seg = Segmenter::new(config, sample_rate).map_err(|e| {
+                let mut seg = Segmenter::new(config, sample_rate).map_err(|e| {
                     EventError::invalid("invalid_value", e.to_string())
                         .at("session.audio.input.turn_detection")
                 })?;
+                seg.set_pause_ms(
+                    (pause_ms > 0 && pause_ms < s.silence_duration_ms).then_some(pause_ms),
+                );
                 Some((s.clone(), seg))
             }
         };
@@ -121,6 +134,10 @@ impl Turns {
                 VadEvent::SpeechStopped { audio_end_ms } => TurnEvent::SpeechStopped {
                     audio_end_ms: base + audio_end_ms,
                 },
+                VadEvent::Paused { audio_end_ms } => TurnEvent::Paused {
+                    audio_end_ms: base + audio_end_ms,
+                },
+                VadEvent::Resumed => TurnEvent::Resumed,
             })
             .collect()
     }

@@ -13,6 +13,11 @@
 //! call stops the worker after the block it is running (at most [`BLOCK_POSITIONS`] positions)
 //! and keeps the blocks it finished.
 //!
+//! The same worker starts a turn early ([`Session::prepare_turn`](super::Session::prepare_turn)):
+//! it runs the turn's whole prompt and keeps the last block with the last position's outputs,
+//! exactly what the turn's own prefill would compute, so the turn finds every block kept and
+//! starts generating at once. A request that is that turn waits for it; any other stops it.
+//!
 //! [`BLOCK_POSITIONS`]: crate::lfm2_audio::model::backbone::BLOCK_POSITIONS
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,10 +28,12 @@ use std::time::{Duration, Instant};
 use crate::ggml::Backend;
 use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::io::audio::AudioInput;
 use crate::lfm2_audio::text::prompt::Prompt;
 
-use super::conversation::{Artifact, REPLY_ID};
+use super::conversation::REPLY_ID;
 use super::prefill_cache::PrefillCache;
+use super::S2sRequest;
 
 /// What prefilling ahead did between two turns (see [`Session::background_work`](super::Session::background_work)).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -46,19 +53,64 @@ pub struct BackgroundWork {
     pub failed: Option<String>,
 }
 
+/// What a prefill-ahead worker runs ahead of.
+#[derive(Debug)]
+pub(super) enum AheadOf {
+    /// The default head a new session prefills: every conversation needs it.
+    Head,
+    /// The turn after a finished reply: the payload (the codes) of its artifact.
+    Reply(Vec<u8>),
+    /// A turn started early ([`Session::prepare_turn`](super::Session::prepare_turn)): its
+    /// whole prompt, the last position's outputs included.
+    Turn(TurnKey),
+}
+
+/// What tells a request apart from the one a turn was started early for: its earlier turns,
+/// its question and its system prompt (the blocks are matched by content anyway, so a wrong
+/// answer costs time, never bytes).
+#[derive(Debug, PartialEq)]
+pub(super) struct TurnKey {
+    history: Vec<(String, Vec<u8>)>,
+    question: AudioInput,
+    system_prompt: String,
+}
+
+impl TurnKey {
+    pub(super) fn of(request: &S2sRequest) -> TurnKey {
+        TurnKey {
+            history: request
+                .history
+                .iter()
+                .map(|a| (a.id.clone(), a.payload.clone()))
+                .collect(),
+            question: request.question.clone(),
+            system_prompt: request.s2s.system_prompt.clone(),
+        }
+    }
+
+    fn is_of(&self, request: &S2sRequest) -> bool {
+        self.question == request.question
+            && self.system_prompt == request.s2s.system_prompt
+            && self.history.len() == request.history.len()
+            && self
+                .history
+                .iter()
+                .zip(&request.history)
+                .all(|((id, payload), a)| *id == a.id && *payload == a.payload)
+    }
+}
+
 /// A prefill-ahead worker.
 #[derive(Debug)]
 pub(super) struct Ahead {
     stop: Arc<AtomicBool>,
-    /// The payload (the codes) of the reply artifact whose positions it prefills; `None` for
-    /// the head a new session prefills (every conversation needs it).
-    reply: Option<Vec<u8>>,
+    of: AheadOf,
     handle: JoinHandle<(PrefillCache, BackgroundWork)>,
 }
 
 impl Ahead {
     /// Starts prefilling `prompt` (audio rows from `rows`) into `cache` on a worker thread,
-    /// ahead of the turn after the reply artifact `reply` (`None`: ahead of any turn).
+    /// ahead of what `of` says (a [`AheadOf::Turn`] keeps the last position's outputs too).
     /// If the thread cannot start, the error says so and the cache is dropped (reuse is lost,
     /// no output changes).
     pub(super) fn spawn(
@@ -67,8 +119,9 @@ impl Ahead {
         mut cache: PrefillCache,
         prompt: Prompt,
         rows: Vec<f32>,
-        reply: Option<Artifact>,
+        of: AheadOf,
     ) -> Result<Ahead, EngineError> {
+        let with_outputs = matches!(of, AheadOf::Turn(_));
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -80,9 +133,16 @@ impl Ahead {
                     let hidden = backbone.config().hidden_size as usize;
                     let positions = prompt.positions(&rows, hidden)?;
                     let mut decode = backbone.new_cache_on(&backend, prompt.len())?;
-                    cache.extend(backbone, &mut decode, &positions, &prompt.blocks(), &|| {
-                        flag.load(Ordering::Relaxed)
-                    })
+                    let stop = || flag.load(Ordering::Relaxed);
+                    let blocks = prompt.blocks();
+                    cache.extend(
+                        backbone,
+                        &mut decode,
+                        &positions,
+                        &blocks,
+                        with_outputs,
+                        &stop,
+                    )
                 };
                 let work = match run() {
                     Ok(ext) => BackgroundWork {
@@ -104,24 +164,23 @@ impl Ahead {
             .map_err(|e| {
                 EngineError::Invariant(format!("could not start the prefill-ahead thread: {e}"))
             })?;
-        Ok(Ahead {
-            stop,
-            reply: reply.map(|r| r.payload),
-            handle,
-        })
+        Ok(Ahead { stop, of, handle })
     }
 
-    /// Whether a request with `history` continues the conversation being prefilled: its last
-    /// artifact is that reply. (Only the codes are compared: a protocol layer may re-spell the
-    /// meta; a false guess costs time, never bytes, since blocks are matched by content.)
-    pub(super) fn continued_by(&self, history: &[Artifact]) -> bool {
-        match &self.reply {
-            Some(reply) => history
+    /// Whether `request` needs what is being prefilled: for a reply, its history's last
+    /// artifact is that reply (only the codes are compared: a protocol layer may re-spell the
+    /// meta); for a turn started early, it is that turn. A false guess costs time, never bytes,
+    /// since blocks are matched by content.
+    pub(super) fn needed_by(&self, request: &S2sRequest) -> bool {
+        match &self.of {
+            AheadOf::Reply(reply) => request
+                .history
                 .last()
                 .is_some_and(|a| a.id == REPLY_ID && &a.payload == reply),
+            AheadOf::Turn(key) => key.is_of(request),
             // The head: a conversation's first turn needs it, and any other waits at most for
             // its one short block.
-            None => true,
+            AheadOf::Head => true,
         }
     }
 

@@ -8,11 +8,12 @@ use crate::ggml::Backend;
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::ReplyResult;
 use crate::lfm2_audio::tasks::s2s::S2sOptions;
+use crate::lfm2_audio::text::prompt::Prompt;
 
-use super::ahead::{Ahead, BackgroundWork};
+use super::ahead::{Ahead, AheadOf, BackgroundWork, TurnKey};
 use super::conversation::{Artifact, ChatMarkup, Reply, ReplyFormat};
 use super::prefill_cache::PrefillCache;
-use super::Session;
+use super::{S2sRequest, Session};
 
 /// What prefilling a reply ahead needs: the markup, the earlier replies, the questions' row
 /// counts and rows.
@@ -37,9 +38,30 @@ impl Session {
                 cache,
                 markup.head_prompt(),
                 Vec::new(),
-                None,
+                AheadOf::Head,
             )
         });
+        self.keep_ahead(started);
+    }
+
+    /// Starts prefilling `prompt` (audio rows `rows`), the whole prompt of the turn `request`
+    /// with its last position's outputs, ahead of that turn.
+    pub(super) fn start_turn_ahead(
+        &mut self,
+        backend: &Backend,
+        request: &S2sRequest,
+        prompt: Prompt,
+        rows: Vec<f32>,
+    ) {
+        let cache = std::mem::take(&mut self.prefill);
+        let started = Ahead::spawn(
+            self.model.clone(),
+            backend.clone(),
+            cache,
+            prompt,
+            rows,
+            AheadOf::Turn(TurnKey::of(request)),
+        );
         self.keep_ahead(started);
     }
 
@@ -70,10 +92,11 @@ impl Session {
         Some(work)
     }
 
-    /// Settles prefill-ahead work before a request: waits for it when the request continues
-    /// the conversation being prefilled (it needs those blocks), stops it otherwise.
-    pub(super) fn settle_for(&mut self, history: &[Artifact]) -> Option<BackgroundWork> {
-        let wait = self.ahead.as_ref().is_some_and(|a| a.continued_by(history));
+    /// Settles prefill-ahead work before a request: waits for it when the request needs it
+    /// (it continues the conversation being prefilled, or it is the turn started early), stops
+    /// it otherwise.
+    pub(super) fn settle_for(&mut self, request: &S2sRequest) -> Option<BackgroundWork> {
+        let wait = self.ahead.as_ref().is_some_and(|a| a.needed_by(request));
         self.settle(wait)
     }
 
@@ -115,7 +138,7 @@ impl Session {
             cache,
             prompt,
             input.rows,
-            Some(artifact),
+            AheadOf::Reply(artifact.payload),
         );
         self.keep_ahead(started);
     }

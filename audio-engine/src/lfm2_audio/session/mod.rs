@@ -27,6 +27,7 @@
 pub mod ahead;
 mod background;
 pub mod conversation;
+mod early;
 mod one_shot;
 pub mod prefill_cache;
 mod questions;
@@ -124,6 +125,8 @@ pub struct Session {
     background: Option<BackgroundWork>,
     /// Most recently used first.
     questions: Vec<KeptQuestion>,
+    /// The question of the turn started early ([`Session::prepare_turn`]), for that turn.
+    early_question: Option<KeptQuestion>,
     reused: usize,
     /// Positions the last turn's prefill restored.
     resumed: usize,
@@ -141,6 +144,7 @@ impl Session {
             ahead: None,
             background: None,
             questions: Vec::new(),
+            early_question: None,
             reused: 0,
             resumed: 0,
         };

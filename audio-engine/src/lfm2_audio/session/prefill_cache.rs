@@ -53,6 +53,9 @@ struct SavedBlock {
     range: Range<usize>,
     span: Vec<SpanItem>,
     block: CacheBlock,
+    /// The last position's outputs when this block ended a prefill that asked for them: a
+    /// prompt that ends with this block then restores it too instead of running it.
+    outputs: Option<ForwardOutput>,
 }
 
 /// What [`PrefillCache::extend`] did.
@@ -114,7 +117,12 @@ impl PrefillCache {
         self.conversations
             .iter()
             .flatten()
-            .map(|b| b.block.size_bytes())
+            .map(|b| {
+                let outputs = b.outputs.as_ref().map_or(0, |o| {
+                    (o.hidden.len() + o.logits.as_ref().map_or(0, Vec::len)) * 4
+                });
+                b.block.size_bytes() + outputs
+            })
             .sum()
     }
 
@@ -142,19 +150,22 @@ impl PrefillCache {
     /// Makes sure the blocks of `positions` (partitioned into `blocks`) are kept, running those
     /// no kept conversation shares into `cache` (cleared first); `stop` is asked before each
     /// block that would run, and a true answer ends the run there (the blocks done so far are
-    /// kept). Does nothing when reuse is disabled. On error nothing kept changes.
+    /// kept). With `with_outputs` the last block is kept with the last position's outputs, as
+    /// a [`PrefillCache::prefill`] of the same prompt would keep it, so that prefill then runs
+    /// nothing. Does nothing when reuse is disabled. On error nothing kept changes.
     pub fn extend(
         &mut self,
         backbone: &Backbone,
         cache: &mut DecodeCache,
         positions: &[Position<'_>],
         blocks: &[Range<usize>],
+        with_outputs: bool,
         stop: &dyn Fn() -> bool,
     ) -> Result<Extension, EngineError> {
         if self.slots == 0 {
             return Ok(Extension::default());
         }
-        let (_, ext) = self.run(backbone, cache, positions, blocks, false, stop)?;
+        let (_, ext) = self.run(backbone, cache, positions, blocks, with_outputs, stop)?;
         Ok(ext)
     }
 
@@ -186,23 +197,23 @@ impl PrefillCache {
         }
         cache.clear()?;
         let keep_blocks = self.slots > 0;
-        // When the outputs are needed the last block always runs: only the ones before it may
-        // be restored.
-        let restorable = if want_last {
-            blocks.len() - 1
-        } else {
-            blocks.len()
-        };
+        // When the outputs are needed, the last block is restored only with the outputs it
+        // was kept with; otherwise it runs.
         let spans: Vec<Vec<SpanItem>> = if keep_blocks {
             blocks.iter().map(|b| span(&positions[b.clone()])).collect()
         } else {
             Vec::new()
         };
+        let last = blocks.len() - 1;
         let matching = |conv: &Vec<SavedBlock>| {
             conv.iter()
                 .zip(blocks.iter().zip(&spans))
-                .take(restorable)
-                .take_while(|(saved, (range, s))| saved.range == **range && &saved.span == *s)
+                .enumerate()
+                .take_while(|(k, (saved, (range, s)))| {
+                    saved.range == **range
+                        && &saved.span == *s
+                        && (!want_last || *k < last || saved.outputs.is_some())
+                })
                 .count()
         };
         let best = if keep_blocks {
@@ -230,7 +241,16 @@ impl PrefillCache {
             restored,
             ..Default::default()
         };
-        let mut out = ForwardOutput::default();
+        let mut out = match kept.last() {
+            Some(saved) if want_last && restored == positions.len() => {
+                saved.outputs.clone().ok_or_else(|| {
+                    EngineError::Invariant(
+                        "a prompt's last block was restored without its outputs".into(),
+                    )
+                })?
+            }
+            _ => ForwardOutput::default(),
+        };
         if restored < positions.len() {
             if stop() {
                 ext.stopped = true;
@@ -251,6 +271,7 @@ impl PrefillCache {
                                 range: range.clone(),
                                 span: spans[first + fresh.len()].clone(),
                                 block: c.save_block(range.start)?,
+                                outputs: None,
                             });
                         }
                         Ok(!stop())
@@ -267,6 +288,11 @@ impl PrefillCache {
                 };
                 ext.ran = done - restored;
                 ext.stopped = done < positions.len();
+                if want_last && !ext.stopped {
+                    if let Some(b) = fresh.last_mut() {
+                        b.outputs = Some(out.clone());
+                    }
+                }
                 kept.extend(fresh);
             }
         }

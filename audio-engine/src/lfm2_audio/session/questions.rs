@@ -43,16 +43,25 @@ impl Session {
         ))
     }
 
-    /// Reads and encodes a turn's new question. It is always encoded, never taken from the
-    /// kept ones, as in the turn without a session before it.
+    /// Reads and encodes a turn's new question: the encoder output of `early` (the question
+    /// of a turn started early) when its samples are these, else a fresh encode; the kept
+    /// questions of earlier turns are not asked (`reused_questions` counts only those).
     pub(super) fn hear_question(
         &self,
         backend: &Backend,
         input: &AudioInput,
+        early: Option<KeptQuestion>,
     ) -> Result<KeptQuestion, EngineError> {
+        let mut early = early;
+        let mut encoded = |samples: &[f32]| {
+            early
+                .take()
+                .filter(|k| same_samples(&k.samples, samples))
+                .map(|k| (k.rows, k.embeddings))
+        };
         let (samples, rows, embeddings) =
             self.model
-                .hear_on(backend, self.encoder_alloc.as_ref(), input)?;
+                .hear_on(backend, self.encoder_alloc.as_ref(), input, &mut encoded)?;
         Ok(KeptQuestion {
             samples,
             rows,

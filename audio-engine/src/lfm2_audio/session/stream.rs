@@ -19,12 +19,13 @@ impl Session {
         request: &S2sRequest,
     ) -> Result<TurnStream, Box<(Session, EngineError)>> {
         let mut session = self;
-        let background = session.settle_for(&request.history);
+        let background = session.settle_for(request);
         let backend = match session.backend() {
             Ok(b) => b,
             Err(e) => return Err(Box::new((session, e))),
         };
-        let mut p = match session.prepare(&backend, request) {
+        let early = session.early_question.take();
+        let mut p = match session.prepare(&backend, request, early) {
             Ok(p) => p,
             Err(e) => return Err(Box::new((session, e))),
         };

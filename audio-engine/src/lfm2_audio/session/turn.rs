@@ -11,6 +11,7 @@ use crate::lfm2_audio::generation::reply::{ReplyRequest, ReplyResult};
 use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::io::audio::ReadOptions;
 use crate::lfm2_audio::limits::check_system_prompt;
+use crate::lfm2_audio::text::prompt::Prompt;
 
 use super::ahead::BackgroundWork;
 use super::background::AheadInput;
@@ -31,8 +32,19 @@ pub(super) struct Prepared {
     reused: usize,
     /// What prefilling the reply ahead needs (only when it will run).
     ahead: Option<AheadInput>,
+    /// The new question and its encoder output.
+    pub(super) question: KeptQuestion,
     /// The prefill-ahead work settled before this request.
     pub(super) background: Option<BackgroundWork>,
+}
+
+impl Prepared {
+    /// What a turn started early keeps: the new question, and the prompt with its audio rows
+    /// when the turn prefills through the prefill cache (`None` otherwise).
+    pub(super) fn into_early(self) -> (KeptQuestion, Option<(Prompt, Vec<f32>)>) {
+        let prompt = self.chunked.then_some((self.req.prompt, self.req.rows));
+        (self.question, prompt)
+    }
 }
 
 impl Session {
@@ -48,17 +60,21 @@ impl Session {
         request: &S2sRequest,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
     ) -> Result<TurnResult, EngineError> {
-        let background = self.settle_for(&request.history);
+        let background = self.settle_for(request);
         let backend = self.backend()?;
-        let mut p = self.prepare(&backend, request)?;
+        let early = self.early_question.take();
+        let mut p = self.prepare(&backend, request, early)?;
         p.background = background;
         self.run_prepared(&backend, p, sink)
     }
 
+    /// Checks `request`, encodes its questions (the new one from `early` when that is the
+    /// same audio) and builds its prompt.
     pub(super) fn prepare(
         &self,
         backend: &Backend,
         request: &S2sRequest,
+        early: Option<KeptQuestion>,
     ) -> Result<Prepared, EngineError> {
         let started = Instant::now();
         let model = &self.model;
@@ -96,7 +112,8 @@ impl Session {
             rows.extend_from_slice(&q.embeddings);
             keep.push(q);
         }
-        let q = self.hear_question(backend, &request.question)?;
+        let q = self.hear_question(backend, &request.question, early)?;
+        let question = q.clone();
         history.budget.add_question(history.turns.len(), q.rows)?;
         question_rows.push(q.rows);
         rows.extend_from_slice(&q.embeddings);
@@ -136,6 +153,7 @@ impl Session {
             },
             reused,
             ahead,
+            question,
             background: None,
         })
     }

@@ -13,6 +13,7 @@ use super::super::ids;
 use super::super::input::{ms_of, pcm16_samples, wav_of};
 use super::super::response::CancelReason;
 use super::super::turns::TurnEvent;
+use super::replies::turn_request;
 use super::{Out, Socket, MIN_COMMIT_MS};
 
 impl Socket {
@@ -87,7 +88,51 @@ impl Socket {
                 }
                 out
             }
+            TurnEvent::Paused { audio_end_ms } => {
+                if vad.create_response {
+                    self.start_early_turn(audio_end_ms);
+                }
+                Vec::new()
+            }
+            // The turn goes on: the early start is moot, and the session stops it when the
+            // next request (another early start, or the turn itself) is not that turn.
+            TurnEvent::Resumed => Vec::new(),
         }
+    }
+
+    /// The speaker paused: starts the turn that the silence, if it holds, will commit (the
+    /// speech so far after the conversation so far) on a free session, so that its encode and
+    /// prefill are under way or done when the turn is committed. Skipped while a response runs,
+    /// while an earlier early start still holds its session, when no session is free, and when
+    /// the conversation could not take a question now; the turn then runs as it would have.
+    fn start_early_turn(&mut self, audio_end_ms: u64) {
+        if self.response.is_some() || self.early.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
+        }
+        let Some((_, start)) = self.speech else {
+            return;
+        };
+        let rate = self.input.rate();
+        let samples = self.input.copy_range(start, audio_end_ms);
+        if ms_of(samples.len() as u64, rate) < MIN_COMMIT_MS {
+            return;
+        }
+        let (Ok(history), Ok(params)) = (
+            self.conv.history_for_new_question(),
+            self.response_params(None),
+        ) else {
+            return;
+        };
+        let Some(mut lease) = self.entry.pool.try_acquire(Some(self.key)) else {
+            return;
+        };
+        let request = turn_request(wav_of(&samples, rate), history, params.s2s);
+        self.early = Some(tokio::task::spawn_blocking(move || {
+            // A failure here is the turn's own to report when it is committed.
+            if let Err(e) = lease.session().prepare_turn(&request) {
+                tracing::debug!("early turn not started: {e}");
+            }
+        }));
     }
 
     pub(super) fn commit(&mut self) -> Result<Out, EventError> {

@@ -49,6 +49,10 @@ pub struct Socket {
     /// A turn the VAD committed while a cancelled response was still stopping: when it ended,
     /// answered as soon as that one is done.
     respond_after: Option<Instant>,
+    /// The turn started early at the speaker's last pause (`--early-turn-ms`): the task that
+    /// encodes it on a leased session, which the next response waits for so that it finds that
+    /// session free.
+    early: Option<tokio::task::JoinHandle<()>>,
 }
 
 /// The server events that handling one event gave, in order.
@@ -68,6 +72,7 @@ impl Socket {
             response: None,
             speech: None,
             respond_after: None,
+            early: None,
             names: Names { beta },
             session_id,
             config,
@@ -208,7 +213,12 @@ impl Socket {
         }
         if c.turn_detection != self.config.turn_detection || c.input_rate != self.config.input_rate
         {
-            self.turns = Turns::new(c.turn_detection.as_ref(), c.input_rate, self.received_ms())?;
+            self.turns = Turns::new(
+                c.turn_detection.as_ref(),
+                c.input_rate,
+                self.received_ms(),
+                self.state.settings.early_turn_ms,
+            )?;
             self.speech = None;
         }
         if c.input_rate != self.config.input_rate {

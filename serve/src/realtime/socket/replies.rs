@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Map, Value};
 
+use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::{Job, ReplyEvent, S2sOptions, S2sRequest};
 
 use crate::audio_io::{b64, pcm16};
@@ -19,24 +20,32 @@ use super::super::response::{CancelReason, Response, RunMsg};
 use super::super::session_config::parse_max_tokens;
 use super::{Out, Socket};
 
+/// A response's settings: its `max_output_tokens` and the engine's options.
+pub(super) struct ResponseParams {
+    limit: Option<usize>,
+    pub(super) s2s: S2sOptions,
+}
+
+/// The engine's request for the turn on `question` (WAV bytes) after `history`.
+pub(super) fn turn_request(
+    question: Vec<u8>,
+    history: Vec<Artifact>,
+    s2s: S2sOptions,
+) -> S2sRequest {
+    S2sRequest {
+        question: question.into(),
+        history,
+        return_codes: true,
+        s2s,
+    }
+}
+
 impl Socket {
-    /// Starts a response to the conversation's last question; `turn_end` is when its turn
-    /// ended (`None`: when it was committed).
-    pub(super) fn response_create(
-        &mut self,
-        params: Option<&Value>,
-        turn_end: Option<Instant>,
-    ) -> Result<Out, EventError> {
-        if let Some(r) = &self.response {
-            return Err(EventError::invalid(
-                "conversation_already_has_active_response",
-                format!(
-                    "response `{}` is still running: cancel it or wait for response.done",
-                    r.id
-                ),
-            ));
-        }
-        let params = params.and_then(Value::as_object);
+    /// A response's settings: `params` (a `response.create`'s `response`) over the session's.
+    pub(super) fn response_params(
+        &self,
+        params: Option<&Map<String, Value>>,
+    ) -> Result<ResponseParams, EventError> {
         let mut limit = self.config.max_output_tokens;
         let mut instructions = self.config.instructions.clone();
         if let Some(p) = params {
@@ -61,6 +70,35 @@ impl Socket {
                 }
             }
         }
+        let d = S2sOptions::default();
+        let s2s = S2sOptions {
+            max_new_tokens: max_tokens(limit, d.max_new_tokens, self.state.settings.max_tokens)
+                .map_err(|e| {
+                    EventError::invalid("invalid_value", e.message).at("max_output_tokens")
+                })?,
+            system_prompt: instructions.unwrap_or(d.system_prompt.clone()),
+            ..d
+        };
+        Ok(ResponseParams { limit, s2s })
+    }
+
+    /// Starts a response to the conversation's last question; `turn_end` is when its turn
+    /// ended (`None`: when it was committed).
+    pub(super) fn response_create(
+        &mut self,
+        params: Option<&Value>,
+        turn_end: Option<Instant>,
+    ) -> Result<Out, EventError> {
+        if let Some(r) = &self.response {
+            return Err(EventError::invalid(
+                "conversation_already_has_active_response",
+                format!(
+                    "response `{}` is still running: cancel it or wait for response.done",
+                    r.id
+                ),
+            ));
+        }
+        let params = self.response_params(params.and_then(Value::as_object))?;
         let (question, history) = self.conv.request()?;
         let committed = match self
             .conv
@@ -73,21 +111,8 @@ impl Socket {
             }) => committed,
             _ => Instant::now(),
         };
-        let d = S2sOptions::default();
-        let s2s = S2sOptions {
-            max_new_tokens: max_tokens(limit, d.max_new_tokens, self.state.settings.max_tokens)
-                .map_err(|e| {
-                    EventError::invalid("invalid_value", e.message).at("max_output_tokens")
-                })?,
-            system_prompt: instructions.unwrap_or(d.system_prompt.clone()),
-            ..d
-        };
-        let job = Job::S2s(S2sRequest {
-            question: question.into(),
-            history,
-            return_codes: true,
-            s2s,
-        });
+        let limit = params.limit;
+        let job = Job::S2s(turn_request(question, history, params.s2s));
         let (id, item_id) = (ids::fresh("resp"), ids::fresh("item"));
         let item = Item {
             id: item_id.clone(),
@@ -103,6 +128,7 @@ impl Socket {
             &self.state,
             &self.entry,
             self.key,
+            self.early.take(),
             job,
             id.clone(),
             item_id.clone(),
