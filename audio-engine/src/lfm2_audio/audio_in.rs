@@ -8,6 +8,9 @@ use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::io::audio::{self, ReadOptions};
 use crate::lfm2_audio::model::features;
 
+/// An encoded question: its rows and their embeddings, `rows x hidden` row-major.
+pub(crate) type Encoded = (usize, Vec<f32>);
+
 impl Lfm2Audio {
     /// Reads a WAV (any rate, any channel count) as mono 16 kHz, within the one-pass limit.
     pub fn read_wav(&self, wav: &[u8]) -> Result<Vec<f32>, EngineError> {
@@ -40,7 +43,7 @@ impl Lfm2Audio {
         backend: &Backend,
         alloc: Option<&GraphAllocator>,
         input: &audio::AudioInput,
-        encoded: &mut dyn FnMut(&[f32]) -> Option<(usize, Vec<f32>)>,
+        encoded: &mut dyn FnMut(&[f32]) -> Option<Encoded>,
     ) -> Result<(Vec<f32>, usize, Vec<f32>), EngineError> {
         let samples = self.read_audio(input)?;
         let (rows, embeddings) = match encoded(&samples) {

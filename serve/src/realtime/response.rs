@@ -70,14 +70,19 @@ pub struct Response {
     pub truncate_at_end: Option<(u64, u64)>,
 }
 
+/// Which session a response leases: the one that last served the socket's affinity `key`,
+/// once `early` (the task that started this turn early on a leased session) has given it back.
+pub struct Seat {
+    pub key: u64,
+    pub early: Option<tokio::task::JoinHandle<()>>,
+}
+
 impl Response {
-    /// Starts `job` for the socket whose affinity key is `key`, once `early` (the task that
-    /// started this turn early on a leased session) has given that session back.
+    /// Starts `job` on a session of `entry`'s pool chosen by `seat`.
     pub fn start(
         state: &Arc<AppState>,
         entry: &Entry,
-        key: u64,
-        early: Option<tokio::task::JoinHandle<()>>,
+        seat: Seat,
         job: Job,
         id: String,
         item_id: String,
@@ -88,6 +93,7 @@ impl Response {
         let pool = entry.pool.clone();
         let timeout = state.busy_timeout(None);
         let flag = cancel.clone();
+        let Seat { key, early } = seat;
         tokio::spawn(async move {
             if let Some(early) = early {
                 // why: the session it leased holds the turn's work; acquired before it is

@@ -16,7 +16,7 @@ use super::super::conversation::{artifact_ms, Body, Item};
 use super::super::error::EventError;
 use super::super::events::{event, part, with};
 use super::super::ids;
-use super::super::response::{CancelReason, Response, RunMsg};
+use super::super::response::{CancelReason, Response, RunMsg, Seat};
 use super::super::session_config::parse_max_tokens;
 use super::{Out, Socket};
 
@@ -127,8 +127,10 @@ impl Socket {
         self.response = Some(Response::start(
             &self.state,
             &self.entry,
-            self.key,
-            self.early.take(),
+            Seat {
+                key: self.key,
+                early: self.early.take(),
+            },
             job,
             id.clone(),
             item_id.clone(),
