@@ -1,11 +1,12 @@
 //! The voice page's hands-free mode in headless Chromium (driven over WebDriver by
 //! chromedriver), its fake microphone fed from a WAV of three spoken utterances (espeak-ng):
 //! the first two are questions whose replies run to their end, the third starts while the
-//! second reply is still playing and being generated. Checked from the figures the page records
+//! second reply is still playing. Checked from the figures the page records
 //! (`window.handsfree`): two replies end with their audio received (as much as the server
-//! sent) and played out; one is stopped at once, the server's `response.done` says cancelled
-//! (its VAD heard the barge-in), and the page truncates it at the audio it played, no more than
-//! it received (the server acknowledges the same cut).
+//! sent) and played out; one is stopped at once and the page truncates it at the audio it
+//! played, no more than it received (the server acknowledges the same cut). When the server was
+//! still generating that reply, its `response.done` says cancelled (its VAD heard the
+//! barge-in); a reply generated faster than it plays may have ended before.
 //! Skips (passing) when `chromium`, `chromedriver` or `espeak-ng` is not installed.
 
 mod common;
@@ -263,9 +264,15 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
         assert!(f(&t["first_delta_ms"]) > 0.0, "{t}");
     }
 
-    // The second: the third utterance started while it played, so the page stopped it and
-    // the server cancelled it.
-    assert_eq!(second["status"], "cancelled", "{second}");
+    // The second: the third utterance started while it played, so the page stopped it and cut
+    // it at what it had played. If the server was still generating it then, its VAD cancelled
+    // it; a reply that generates faster than it plays (a fast machine, a turn started early at
+    // the pause) may have ended before, and then the page's cut alone applies.
+    let server_cancelled = second["status"] == "cancelled";
+    assert!(
+        server_cancelled || second["status"] == "completed" || second["status"] == "incomplete",
+        "{second}"
+    );
     assert_eq!(second["interrupted"], true, "{second}");
     let received = f(&second["audio_ms_received"]);
     let cut = f(&second["truncated_at_ms"]);
@@ -284,10 +291,7 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
     assert_eq!(f(&second["truncate_acked_ms"]), cut, "{second}");
     let events = hf["events"].as_array().unwrap();
     let at = |pred: &dyn Fn(&Value) -> bool| events.iter().position(pred);
-    let cancelled = at(&|e| e["type"] == "response.done" && e["status"] == "cancelled")
-        .expect("a cancelled response.done");
-    // The server's VAD cancelled it (the page sends no response.cancel).
-    assert_eq!(events[cancelled]["reason"], "turn_detected", "{events:?}");
+    // The page sends no response.cancel: a cancel is the server's VAD's.
     assert!(
         !events.iter().any(|e| e["type"] == "response.cancel"),
         "{events:?}"
@@ -296,14 +300,17 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
         .expect("a truncate sent");
     let acked = at(&|e| e["dir"] == "in" && e["type"] == "conversation.item.truncated")
         .expect("the truncate acknowledged");
-    let started = events[..cancelled]
+    let started = events[..truncate]
         .iter()
         .rposition(|e| e["type"] == "input_audio_buffer.speech_started")
-        .expect("speech started before the cancel");
-    assert!(
-        started < truncate && started < cancelled && cancelled < acked,
-        "{events:?}"
-    );
+        .expect("speech started before the truncate");
+    assert!(started < truncate && truncate < acked, "{events:?}");
+    let cancelled = at(&|e| e["type"] == "response.done" && e["status"] == "cancelled");
+    assert_eq!(cancelled.is_some(), server_cancelled, "{events:?}");
+    if let Some(cancelled) = cancelled {
+        assert_eq!(events[cancelled]["reason"], "turn_detected", "{events:?}");
+        assert!(started < cancelled && cancelled < acked, "{events:?}");
+    }
     // The cut is the audio clock's: no more than the wall time from the reply's first delta
     // to the speech_started that stopped it (playback cannot start before its audio arrived).
     let second_item = second["item_id"].as_str().unwrap();
