@@ -1,6 +1,6 @@
 """Time to first audio of one spoken question: the Realtime socket against POST /v1/tasks/stream.
 
-    python scripts/realtime_latency.py http://127.0.0.1:8080 [--rounds 5] [--max-tokens 48]
+    python scripts/realtime_latency.py http://127.0.0.1:8080 [MORE_URLS] [--rounds 5] [--max-tokens 48]
 
 Needs `espeak-ng` (the question) and the `websockets` package (e.g. the venv `.ci/run` makes).
 Per round, each way is a fresh conversation on a running `serve`:
@@ -150,18 +150,25 @@ def pct(v, q):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("base", help="the server's base URL, e.g. http://127.0.0.1:8080")
+    p.add_argument("base", nargs="+",
+                   help="the server's base URL, e.g. http://127.0.0.1:8080; each further URL "
+                        "runs the server-VAD way only, interleaved with the others (e.g. the "
+                        "same model with --early-turn-ms 0)")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--max-tokens", type=int, default=48)
     a = p.parse_args()
     x = speech()
     tail = (len(x) - last_voiced(x)) / RATE * 1e3
     print(f"question: {len(x) / RATE:.2f} s of espeak-ng audio, the last {tail:.0f} ms silent")
+    base = a.base[0]
     ways = {
-        "realtime, manual commit": lambda: realtime(a.base, x, a.max_tokens, False),
-        "realtime, server VAD": lambda: realtime(a.base, x, a.max_tokens, True),
-        "tasks/stream": lambda: tasks_stream(a.base, x, a.max_tokens),
+        "realtime, manual commit": lambda: realtime(base, x, a.max_tokens, False),
+        "realtime, server VAD": lambda: realtime(base, x, a.max_tokens, True),
+        "tasks/stream": lambda: tasks_stream(base, x, a.max_tokens),
     }
+    for other in a.base[1:]:
+        ways[f"realtime, server VAD ({other})"] = (
+            lambda other=other: realtime(other, x, a.max_tokens, True))
     figures = {}
     for k in range(a.rounds):
         names = list(ways) if k % 2 == 0 else list(reversed(ways))

@@ -39,20 +39,30 @@
 //!
 //! Without network (connection refused, DNS failure) a package whose four files are in the cache
 //! at the last known commit (`refs/main`) is used; with `offline` no request is made at all.
+//!
+//! Here the fetch (listing, download, the cache's layout); the spec in `spec.rs`, the options
+//! and the environment in `options.rs`, the errors in `error.rs`, the package's file names in
+//! `pick.rs`, and the check of a cached file in `cached.rs`.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
-use std::str::FromStr;
+use std::path::Path;
 
 use hf_hub::api::sync::{ApiBuilder, ApiError};
 use hf_hub::api::Progress;
-use hf_hub::{Repo, RepoType};
 
 use self::cached::{Checked, Expected, Trust};
-use super::load_error::LoadError;
+use self::pick::{package_files, pick_package};
 use super::package::{ModelPackage, PackagePaths, Quant};
 
 mod cached;
+mod error;
+mod options;
+mod pick;
+mod spec;
+
+pub use self::error::HubError;
+pub use self::options::{default_cache_dir, default_token, hf_home, HubOptions};
+pub use self::spec::HubSpec;
 
 /// The public hub.
 pub const DEFAULT_ENDPOINT: &str = "https://huggingface.co";
@@ -84,376 +94,6 @@ impl fmt::Display for DigestKind {
             DigestKind::GitSha1 => "git blob sha1",
         })
     }
-}
-
-/// A package on the hub: a model repository and, optionally, a quantization.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HubSpec {
-    /// `owner/name`.
-    pub repo: String,
-    /// The quantization asked for (`None`: [`DEFAULT_QUANT`]).
-    pub quant: Option<Quant>,
-}
-
-impl HubSpec {
-    /// Parses `REPO[:QUANT]` (`LiquidAI/LFM2.5-Audio-1.5B-GGUF:q4_0`; the quantization in any
-    /// case). The repository id must be `owner/name` in the hub's characters (letters, digits,
-    /// `-`, `_`, `.`; no `--` or `..`, neither `-` nor `.` at either end of a part).
-    pub fn parse(spec: &str) -> Result<HubSpec, HubError> {
-        let bad = |reason: String| HubError::Spec {
-            spec: spec.to_owned(),
-            reason,
-        };
-        let (repo, quant) = match spec.split_once(':') {
-            Some((repo, q)) => {
-                let quant = Quant::from_str(q).map_err(|e| bad(e.to_string()))?;
-                (repo, Some(quant))
-            }
-            None => (spec, None),
-        };
-        let parts: Vec<&str> = repo.split('/').collect();
-        if parts.len() != 2 {
-            return Err(bad("expected OWNER/NAME[:QUANT]".into()));
-        }
-        for part in parts {
-            let chars_ok = part
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-            let ends_ok = !(part.starts_with(['-', '.']) || part.ends_with(['-', '.']));
-            if part.is_empty()
-                || part.len() > 96
-                || !chars_ok
-                || !ends_ok
-                || part.contains("--")
-                || part.contains("..")
-            {
-                return Err(bad(format!("'{part}' is not a valid hub name")));
-            }
-        }
-        Ok(HubSpec {
-            repo: repo.to_owned(),
-            quant,
-        })
-    }
-
-    /// A model path that names a hub package, `hf:REPO[:QUANT]`: `None` for any other path.
-    pub fn from_model_path(path: &str) -> Option<Result<HubSpec, HubError>> {
-        path.strip_prefix(MODEL_PATH_PREFIX).map(HubSpec::parse)
-    }
-
-    /// The quantization asked for, else [`DEFAULT_QUANT`].
-    pub fn quant_or_default(&self) -> Quant {
-        self.quant.unwrap_or(DEFAULT_QUANT)
-    }
-
-    /// The repository's folder in the cache, `models--<owner>--<name>`.
-    pub fn cache_folder(&self) -> String {
-        self.hf_repo().folder_name()
-    }
-
-    fn hf_repo(&self) -> Repo {
-        Repo::with_revision(self.repo.clone(), RepoType::Model, REVISION.to_owned())
-    }
-}
-
-impl FromStr for HubSpec {
-    type Err = HubError;
-    fn from_str(s: &str) -> Result<HubSpec, HubError> {
-        HubSpec::parse(s)
-    }
-}
-
-impl fmt::Display for HubSpec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.quant {
-            Some(q) => write!(f, "{}:{q}", self.repo),
-            None => f.write_str(&self.repo),
-        }
-    }
-}
-
-/// Where and how packages are fetched.
-#[derive(Clone, PartialEq, Eq)]
-pub struct HubOptions {
-    /// The hub's base URL (`https://huggingface.co`).
-    pub endpoint: String,
-    /// The hub cache directory (the one holding `models--…` folders).
-    pub cache_dir: PathBuf,
-    /// The access token sent as `Authorization: Bearer …`.
-    pub token: Option<String>,
-    /// Make no request: use the cache only.
-    pub offline: bool,
-    /// Draw a progress bar per downloaded file on stderr (when it is a terminal).
-    pub progress: bool,
-    /// How often a failed transfer is resumed within one call before it is an error.
-    pub retries: usize,
-}
-
-impl fmt::Debug for HubOptions {
-    // why: the token is a secret; never print it.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("HubOptions")
-            .field("endpoint", &self.endpoint)
-            .field("cache_dir", &self.cache_dir)
-            .field("token", &self.token.as_ref().map(|_| "<set>"))
-            .field("offline", &self.offline)
-            .field("progress", &self.progress)
-            .field("retries", &self.retries)
-            .finish()
-    }
-}
-
-fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
-/// `huggingface_hub`'s truthy spellings (`1`, `ON`, `YES`, `TRUE`, any case).
-fn env_flag(name: &str) -> bool {
-    env_nonempty(name).is_some_and(|v| {
-        ["1", "on", "yes", "true"]
-            .iter()
-            .any(|t| v.trim().eq_ignore_ascii_case(t))
-    })
-}
-
-/// `huggingface_hub`'s home: `$HF_HOME`, else `$XDG_CACHE_HOME/huggingface`, else
-/// `~/.cache/huggingface` (the temporary directory when there is no home).
-pub fn hf_home() -> PathBuf {
-    if let Some(h) = env_nonempty("HF_HOME") {
-        return PathBuf::from(h);
-    }
-    let base = env_nonempty("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env_nonempty("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    base.join("huggingface")
-}
-
-/// The hub cache directory: `$HF_HUB_CACHE`, else `<hf_home>/hub` (see [`hf_home`]).
-pub fn default_cache_dir() -> PathBuf {
-    env_nonempty("HF_HUB_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| hf_home().join("hub"))
-}
-
-/// The token: `$HF_TOKEN`, else the file `$HF_TOKEN_PATH` or `<hf_home>/token`.
-pub fn default_token() -> Option<String> {
-    if let Some(t) = env_nonempty("HF_TOKEN") {
-        return Some(t.trim().to_owned());
-    }
-    let path = env_nonempty("HF_TOKEN_PATH")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| hf_home().join("token"));
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty())
-}
-
-impl HubOptions {
-    /// The options the environment gives (see the module documentation), with progress bars
-    /// and two retries.
-    pub fn from_env() -> HubOptions {
-        HubOptions {
-            endpoint: env_nonempty("HF_ENDPOINT")
-                .map(|e| e.trim_end_matches('/').to_owned())
-                .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
-            cache_dir: default_cache_dir(),
-            token: default_token(),
-            offline: env_flag("HF_HUB_OFFLINE"),
-            progress: true,
-            retries: 2,
-        }
-    }
-}
-
-/// Why a package could not be fetched. Every variant that concerns one file names it.
-#[derive(Debug, thiserror::Error)]
-pub enum HubError {
-    /// The spec is not `OWNER/NAME[:QUANT]`.
-    #[error("bad hub spec '{spec}': {reason}")]
-    Spec {
-        /// The spec as given.
-        spec: String,
-        /// What is wrong.
-        reason: String,
-    },
-    /// The repository has no complete package of the quantization.
-    #[error(
-        "{repo} has no complete {quant} package (<model>-{quant}.gguf with its mmproj-, vocoder- \
-         and tokenizer- files){}; the repository has: {}",
-        if packages.is_empty() { String::new() } else { format!(" (its packages: {})", packages.join(", ")) },
-        if files.is_empty() { "no files".to_owned() } else { files.join(", ") }
-    )]
-    NoPackage {
-        /// The repository.
-        repo: String,
-        /// The quantization asked for.
-        quant: Quant,
-        /// The complete packages it has, `<model>-<q>`.
-        packages: Vec<String>,
-        /// Every file it has.
-        files: Vec<String>,
-    },
-    /// Several models of the quantization are in the repository.
-    #[error("{repo} has several {quant} packages: {}", models.join(", "))]
-    AmbiguousPackage {
-        /// The repository.
-        repo: String,
-        /// The quantization asked for.
-        quant: Quant,
-        /// Their model names.
-        models: Vec<String>,
-    },
-    /// The hub answers 404 for the repository.
-    #[error("repository {repo} not found on {endpoint}")]
-    RepoNotFound {
-        /// The repository.
-        repo: String,
-        /// The hub.
-        endpoint: String,
-    },
-    /// The hub answers 404 for a file.
-    #[error("{file} not found in {repo} on {endpoint}")]
-    FileNotFound {
-        /// The repository.
-        repo: String,
-        /// The file.
-        file: String,
-        /// The hub.
-        endpoint: String,
-    },
-    /// The hub answers 401 or 403.
-    #[error(
-        "{} of {repo}: HTTP {status} ({})",
-        file.as_deref().unwrap_or("the file list"),
-        if *token_sent { "the token (HF_TOKEN) was refused" } else { "the repository is private or gated: set HF_TOKEN" }
-    )]
-    Unauthorized {
-        /// The repository.
-        repo: String,
-        /// The file, `None` for the listing.
-        file: Option<String>,
-        /// 401 or 403.
-        status: u16,
-        /// Whether a token was sent.
-        token_sent: bool,
-    },
-    /// Another HTTP error status.
-    #[error("{} of {repo}: HTTP {status}", file.as_deref().unwrap_or("the file list"))]
-    Http {
-        /// The repository.
-        repo: String,
-        /// The file, `None` for the listing.
-        file: Option<String>,
-        /// The status.
-        status: u16,
-    },
-    /// The hub cannot be reached, and the cache does not hold the package.
-    #[error("{} of {repo}: cannot reach {endpoint}", file.as_deref().unwrap_or("the file list"))]
-    Network {
-        /// The repository.
-        repo: String,
-        /// The file, `None` for the listing.
-        file: Option<String>,
-        /// The hub.
-        endpoint: String,
-        /// The transport error.
-        #[source]
-        source: Box<ureq::Error>,
-    },
-    /// The transfer of a file ended early; the part kept in the cache is resumed next time.
-    #[error("{file} of {repo}: the transfer was cut short (run again to resume it)")]
-    Interrupted {
-        /// The repository.
-        repo: String,
-        /// The file.
-        file: String,
-        /// What the connection reported.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The cache cannot be written or read (a full disk, permissions).
-    #[error("{file} of {repo}: cache {}", path.display())]
-    Io {
-        /// The repository.
-        repo: String,
-        /// The file.
-        file: String,
-        /// The cache path concerned.
-        path: PathBuf,
-        /// The error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// A downloaded file has another size than the hub lists; it was removed from the cache.
-    #[error("{file} of {repo}: downloaded {found} bytes, the hub lists {expected} (removed)")]
-    SizeMismatch {
-        /// The repository.
-        repo: String,
-        /// The file.
-        file: String,
-        /// The listed size.
-        expected: u64,
-        /// The downloaded size.
-        found: u64,
-    },
-    /// A file's digest is not what it must be; it was removed from the cache (blob and
-    /// snapshot link). Either it was just downloaded (checked against the hub's listing), or it
-    /// was in the cache and the hub could not be asked for it again (offline, or no network;
-    /// checked against its blob's name).
-    #[error("{file} of {repo}: {}", if *cached {
-        format!("the cached copy has {kind} {found}, not {expected} (removed from the cache: run \
-                 again online to download it)")
-    } else {
-        format!("downloaded {kind} {found}, the hub lists {expected} (removed)")
-    })]
-    Checksum {
-        /// The repository.
-        repo: String,
-        /// The file.
-        file: String,
-        /// The hash.
-        kind: DigestKind,
-        /// The digest it must have (hex).
-        expected: String,
-        /// The file's (hex).
-        found: String,
-        /// Whether the file was in the cache (else it was just downloaded).
-        cached: bool,
-    },
-    /// The hub's answer is not what its protocol says (a listing without `sha`, a redirect
-    /// without `X-Repo-Commit`, a commit that changed during the download).
-    #[error("{} of {repo}: unexpected answer from the hub: {reason}", file.as_deref().unwrap_or("the file list"))]
-    Protocol {
-        /// The repository.
-        repo: String,
-        /// The file, `None` for the listing.
-        file: Option<String>,
-        /// What is wrong.
-        reason: String,
-        /// The client's error, when it came from there.
-        #[source]
-        source: Option<ApiError>,
-    },
-    /// Offline (asked for, or the hub unreachable) and the cache lacks the package.
-    #[error("{repo}:{quant} is not in the cache {} ({reason}){}", cache_dir.display(),
-        if *offline { "; run once without --offline / HF_HUB_OFFLINE to download it" } else { "" })]
-    NotCached {
-        /// The repository.
-        repo: String,
-        /// The quantization.
-        quant: Quant,
-        /// The cache directory.
-        cache_dir: PathBuf,
-        /// What is missing.
-        reason: String,
-        /// Whether offline was asked for (else the hub could not be reached).
-        offline: bool,
-    },
-    /// The files are there but are not a valid package.
-    #[error(transparent)]
-    Load(#[from] LoadError),
 }
 
 /// A fetched package: its four files in the cache's snapshot directory.
@@ -489,71 +129,6 @@ struct Listing {
 /// A name the hub could plausibly give as a commit or blob id, safe as one path component.
 fn is_id(s: &str) -> bool {
     !s.is_empty() && s.len() <= 128 && s.chars().all(|c| c.is_ascii_alphanumeric())
-}
-
-/// The model whose `quant` package is complete in `names`.
-fn pick_package(repo: &str, quant: Quant, names: &[String]) -> Result<String, HubError> {
-    let has = |n: &str| names.iter().any(|m| m == n);
-    let complete = |model: &str, q: Quant| {
-        let stem = format!("{model}-{}.gguf", q.file_suffix());
-        ["", "mmproj-", "vocoder-", "tokenizer-"]
-            .iter()
-            .all(|p| has(&format!("{p}{stem}")))
-    };
-    // Backbones `<model>-<q>.gguf`: top-level names that carry none of the other prefixes.
-    let mut packages: Vec<(String, Quant)> = names
-        .iter()
-        .filter(|n| !n.contains('/') && !n.starts_with('.'))
-        .filter_map(|n| n.strip_suffix(".gguf"))
-        .filter(|s| {
-            !["mmproj-", "vocoder-", "tokenizer-"]
-                .iter()
-                .any(|p| s.starts_with(p))
-        })
-        .filter_map(|s| {
-            let (model, q) = s.rsplit_once('-')?;
-            let q = Quant::from_file_suffix(q)?;
-            (!model.is_empty() && complete(model, q)).then(|| (model.to_owned(), q))
-        })
-        .collect();
-    packages.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.file_suffix().cmp(b.1.file_suffix())));
-    let models: Vec<String> = packages
-        .iter()
-        .filter(|(_, q)| *q == quant)
-        .map(|(m, _)| m.clone())
-        .collect();
-    match models.as_slice() {
-        [one] => Ok(one.clone()),
-        [] => {
-            let mut files = names.to_vec();
-            files.sort();
-            Err(HubError::NoPackage {
-                repo: repo.to_owned(),
-                quant,
-                packages: packages
-                    .iter()
-                    .map(|(m, q)| format!("{m}-{}", q.file_suffix()))
-                    .collect(),
-                files,
-            })
-        }
-        _ => Err(HubError::AmbiguousPackage {
-            repo: repo.to_owned(),
-            quant,
-            models,
-        }),
-    }
-}
-
-/// The four file names of `model` at `quant`.
-fn package_files(model: &str, quant: Quant) -> [String; 4] {
-    let stem = format!("{model}-{}.gguf", quant.file_suffix());
-    [
-        stem.clone(),
-        format!("mmproj-{stem}"),
-        format!("vocoder-{stem}"),
-        format!("tokenizer-{stem}"),
-    ]
 }
 
 /// Fetches the package `spec` names into the cache (downloading only what is missing) and
@@ -1026,6 +601,7 @@ impl Progress for &mut Bar {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn specs() {
