@@ -54,7 +54,12 @@ pub fn build(root: &Path, target: &Target) {
         cfg.define("GGML_METAL", "ON")
             .define("GGML_METAL_EMBED_LIBRARY", "ON");
     }
-    for var in ["CMAKE_CUDA_ARCHITECTURES", "CUDA_PATH", "CUDA_HOME", "CUDACXX"] {
+    for var in [
+        "CMAKE_CUDA_ARCHITECTURES",
+        "CUDA_PATH",
+        "CUDA_HOME",
+        "CUDACXX",
+    ] {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let dst = cfg.build();
