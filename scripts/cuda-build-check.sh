@@ -5,12 +5,14 @@
 #
 # Installs the CUDA toolkit from PyPI into CACHE_DIR (default: target/cuda-toolkit), then compiles
 # and links the `cuda` feature for one GPU architecture (CMAKE_CUDA_ARCHITECTURES, default 90):
-#   1. ggml-sys: ggml, its CPU backend and ggml-cuda with CMake from the patched tree, so the vendor
-#      patches' CUDA parts (the GDN cache kernel of vendor/patches/0002, the block_reduce fix)
-#      compile;
-#   2. the root crate lfm2-engine with `cuda,llm`: its C library (cdylib + staticlib), every example
-#      (gdn_bench and bench need `llm`), and so llama-sys on top of the CUDA ggml;
-#   3. the server: `cargo build -p serve --features cuda`.
+#   - ggml-sys: ggml, its CPU backend and ggml-cuda with CMake from the patched tree, so the vendor
+#     patches' CUDA parts (the GDN cache kernel of vendor/patches/0002) compile, and upstream's
+#     block_reduce race fix (softmax.cu, llama.cpp #26385, already in the pinned tree);
+#   - the root crate lfm2-engine with `cuda,llm`: its C library (cdylib + staticlib), every example
+#     (gdn_bench and bench need `llm`), and so llama-sys on top of the CUDA ggml;
+#   - the server's binary with `serve/cuda`.
+# All in one cargo invocation (see below why); its features are unified, so serve is linked with
+# the root crate's audio-engine features (llm, testkit) as well.
 # Nothing is run; it prints the time of each stage and PASS/FAIL, and exits non-zero on failure.
 #
 # Which toolkit: the CUDA 12 wheels on PyPI (nvidia-cuda-nvcc-cu12, up to 12.9.86) ship ptxas and
@@ -146,15 +148,25 @@ export LD_LIBRARY_PATH="$lib:$lib/stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "== nvcc: $("$CUDACXX" --version | tail -2 | head -1); cmake: $("$CMAKE" --version | head -1); archs: $archs"
 
 cd "$repo"
-build() { # STAGE LOG ARGS...
-    local name=$1 log=$2
-    shift 2
-    echo "== $name: cargo build $*"
-    cargo build "$@" > "$log" 2>&1 || fail "$name" "$log"
-    stage_done "$name"
-}
-build "ggml-sys (CMake: ggml + ggml-cuda)" "$log_dir/ggml-sys.log" -p ggml-sys --features cuda
-build "C library + examples (cuda,llm)" "$log_dir/root.log" -p lfm2-engine --features cuda,llm --lib --examples
-build "serve (cuda)" "$log_dir/serve.log" -p serve --features cuda
+# One cargo invocation for everything: a second one with other packages selected (`-p serve` alone)
+# resolves other features for the build scripts' own dependencies (cc, libc), which gives ggml-sys
+# another OUT_DIR and compiles ggml-cuda again (75 minutes here). --timings gives the CMake part's
+# own time.
+name="C library + examples (cuda,llm) + serve (cuda)"
+log="$log_dir/cargo.log"
+args=(-p lfm2-engine -p serve --features lfm2-engine/cuda,lfm2-engine/llm,serve/cuda --lib --bins --examples)
+echo "== $name: cargo build ${args[*]}"
+cargo build "${args[@]}" --timings > "$log" 2>&1 || fail "$name" "$log"
+stage_done "$name"
+# The build script run of ggml-sys (CMake: ggml, ggml-cpu, ggml-cuda) from cargo's timing report.
+while read -r line; do stages+=("  $line"); done < <(python3 - "$target_dir/cargo-timings/cargo-timing.html" <<'PY' || true
+import json, re, sys
+html = open(sys.argv[1]).read()
+m = re.search(r"const UNIT_DATA = (\[.*?\]);", html, re.S)
+for u in json.loads(m.group(1)) if m else []:
+    if u.get("name") in ("ggml-sys", "llama-sys") and "run" in u.get("target", ""):
+        print(f"of which {u['name'] + ' build script':<29} {u['duration']:6.0f}s")
+PY
+)
 
 summary PASS
