@@ -3,9 +3,26 @@
 //! what `scripts/gpu-check.sh` does by hand with the exported tree.
 
 use crate::target::Target;
+use std::fs;
 use std::path::Path;
 
+/// ggml's CMakeLists configures `ggml.pc.in` when ggml is the top-level project (as here), but the
+/// registry package leaves that file out; a minimal pkg-config template stands in for it.
+fn write_missing_pc_template(root: &Path) {
+    let pc = root.join("ggml").join("ggml.pc.in");
+    if !pc.exists() {
+        fs::write(
+            &pc,
+            "prefix=@CMAKE_INSTALL_PREFIX@\nlibdir=${prefix}/lib\nincludedir=${prefix}/include\n\n\
+             Name: ggml\nDescription: ggml (lfm2-engine's patched tree)\nVersion: @GGML_VERSION@\n\
+             Cflags: -I${includedir}\nLibs: -L${libdir} -lggml -lggml-base\n",
+        )
+        .unwrap_or_else(|e| panic!("write {}: {e}", pc.display()));
+    }
+}
+
 pub fn build(root: &Path, target: &Target) {
+    write_missing_pc_template(root);
     let mut cfg = cmake::Config::new(root.join("ggml"));
     cfg.define("BUILD_SHARED_LIBS", "OFF")
         .define("GGML_BUILD_TESTS", "OFF")
@@ -37,7 +54,14 @@ pub fn build(root: &Path, target: &Target) {
         cfg.define("GGML_METAL", "ON")
             .define("GGML_METAL_EMBED_LIBRARY", "ON");
     }
-    println!("cargo:rerun-if-env-changed=CMAKE_CUDA_ARCHITECTURES");
+    for var in [
+        "CMAKE_CUDA_ARCHITECTURES",
+        "CUDA_PATH",
+        "CUDA_HOME",
+        "CUDACXX",
+    ] {
+        println!("cargo:rerun-if-env-changed={var}");
+    }
     let dst = cfg.build();
     for dir in ["lib", "lib64"] {
         println!("cargo:rustc-link-search=native={}", dst.join(dir).display());
@@ -47,9 +71,14 @@ pub fn build(root: &Path, target: &Target) {
     }
     if cfg!(feature = "cuda") {
         println!("cargo:rustc-link-lib=static=ggml-cuda");
+        // lib64 in the toolkit's own installs, lib in PyPI's wheels (scripts/cuda-build-check.sh);
+        // stubs/ holds libcuda.so for machines without a driver.
         if let Ok(cuda) = std::env::var("CUDA_PATH").or_else(|_| std::env::var("CUDA_HOME")) {
-            println!("cargo:rustc-link-search=native={cuda}/lib64");
-            println!("cargo:rustc-link-search=native={cuda}/lib64/stubs");
+            for dir in ["lib64", "lib64/stubs", "lib", "lib/stubs"] {
+                if Path::new(&cuda).join(dir).is_dir() {
+                    println!("cargo:rustc-link-search=native={cuda}/{dir}");
+                }
+            }
         }
         for lib in ["cudart", "cublas", "cublasLt", "cuda"] {
             println!("cargo:rustc-link-lib=dylib={lib}");
