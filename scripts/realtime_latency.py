@@ -13,7 +13,10 @@ Per round, each way is a fresh conversation on a running `serve`:
   `speech_stopped`.
 - tasks/stream: the question as a WAV in one `POST /v1/tasks/stream` (SSE) sent once the user
   has finished speaking; timed from the request to its first audio event.
-Prints each figure's p50 and p95 over the rounds (the order of the ways alternates).
+Prints each figure's p50 and p95 over the rounds (the order of the ways alternates). Every
+call speaks the question at a slightly different level (a factor 1 - 0.002 k for the k-th call),
+so that no server cache (kept encoder outputs, kept prefill blocks) holds it: each call is a
+new question, as a user's would be.
 """
 
 import argparse
@@ -157,7 +160,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--max-tokens", type=int, default=48)
     a = p.parse_args()
-    x = speech()
+    speech_once = speech()
+    x = list(speech_once)
     tail = (len(x) - last_voiced(x)) / RATE * 1e3
     print(f"question: {len(x) / RATE:.2f} s of espeak-ng audio, the last {tail:.0f} ms silent")
     base = a.base[0]
@@ -170,9 +174,13 @@ def main():
         ways[f"realtime, server VAD ({other})"] = (
             lambda other=other: realtime(other, x, a.max_tokens, True))
     figures = {}
+    calls = 0
     for k in range(a.rounds):
         names = list(ways) if k % 2 == 0 else list(reversed(ways))
         for name in names:
+            calls += 1
+            level = 1.0 - 0.002 * calls
+            x[:] = [v * level for v in speech_once]
             for fig, v in ways[name]().items():
                 figures.setdefault((name, fig), []).append(v)
     print("| way | figure | p50 ms | p95 ms | rounds |")
