@@ -484,9 +484,11 @@ fn attention_mul_mat_soft_max_ext() {
     );
 }
 
+/// Positions up to 4095: the angles reach thousands of radians, where the CPU's and the shader's
+/// F32 `sin`/`cos` differ by about 2e-4 of the magnitude.
 #[test]
 fn rope_neox_and_normal() {
-    check("rope_ext (neox, normal)", 1e-4, Expect::AllOnDevice, |mk| {
+    check("rope_ext (neox, normal)", 5e-4, Expect::AllOnDevice, |mk| {
         let g = mk.graph;
         let (hd, nh, nt) = (64i64, 4i64, 6i64);
         let x = mk.f32(61, &[hd, nh, nt]);
