@@ -54,6 +54,9 @@ pub fn build(root: &Path, target: &Target) {
         cfg.define("GGML_METAL", "ON")
             .define("GGML_METAL_EMBED_LIBRARY", "ON");
     }
+    if cfg!(feature = "vulkan") {
+        cfg.define("GGML_VULKAN", "ON");
+    }
     for var in [
         "CMAKE_CUDA_ARCHITECTURES",
         "CUDA_PATH",
@@ -91,6 +94,14 @@ pub fn build(root: &Path, target: &Target) {
             println!("cargo:rustc-link-lib=framework={fw}");
         }
     }
+    if cfg!(feature = "vulkan") {
+        println!("cargo:rustc-link-lib=static=ggml-vulkan");
+        if let Ok(sdk) = std::env::var("VULKAN_SDK") {
+            println!("cargo:rustc-link-search=native={sdk}/lib");
+        }
+        println!("cargo:rustc-link-lib=dylib=vulkan");
+    }
+    println!("cargo:rerun-if-env-changed=VULKAN_SDK");
     println!(
         "cargo:rustc-link-lib=dylib={}",
         if target.os == "macos" {

@@ -4,7 +4,7 @@
 //! llama-sys through the `DEP_GGML_*` metadata) on its own.
 
 mod cpu;
-#[cfg(any(feature = "cuda", feature = "metal"))]
+#[cfg(any(feature = "cuda", feature = "metal", feature = "vulkan"))]
 mod gpu;
 mod patch;
 mod target;
@@ -27,9 +27,11 @@ fn main() {
     tree::write_version_headers(&pin, &out_dir.join("gen"));
 
     let target = target::Target::from_env();
-    #[cfg(any(feature = "cuda", feature = "metal"))]
-    gpu::build(&root, &target);
-    #[cfg(not(any(feature = "cuda", feature = "metal")))]
+    #[cfg(any(feature = "cuda", feature = "metal", feature = "vulkan"))]
+    {
+        gpu::build(&root, &target);
+    }
+    #[cfg(not(any(feature = "cuda", feature = "metal", feature = "vulkan")))]
     cpu::build(&root, &out_dir.join("gen"), &target);
 
     // Metadata for dependants (llama-sys reads these as DEP_GGML_ROOT etc.).

@@ -698,3 +698,130 @@ fn input_tensors_unallocated(ctx: &Context, c: &Case) -> Tensors {
     }
     t
 }
+
+/// The Vulkan backend of ggml's registry (device 0), or `None` when there is no Vulkan device.
+/// Lavapipe (a CPU-type device) is listed only with `GGML_VK_VISIBLE_DEVICES`, set here when
+/// unset; this is the only test of the file that reaches the registry.
+#[cfg(feature = "vulkan")]
+fn vulkan_backend() -> Option<Guard<sys::ggml_backend_t>> {
+    if std::env::var_os("GGML_VK_VISIBLE_DEVICES").is_none() {
+        std::env::set_var("GGML_VK_VISIBLE_DEVICES", "0");
+    }
+    // SAFETY: registry lookups by a NUL-terminated name; a null registry or device is checked.
+    unsafe {
+        let reg = sys::ggml_backend_reg_by_name(c"Vulkan".as_ptr());
+        assert!(!reg.is_null(), "built with `vulkan` but no Vulkan registry");
+        if sys::ggml_backend_reg_dev_count(reg) == 0 {
+            return None;
+        }
+        let dev = sys::ggml_backend_reg_dev_get(reg, 0);
+        let be = sys::ggml_backend_dev_init(dev, ptr::null());
+        assert!(!be.is_null(), "Vulkan device 0 does not start");
+        Some(Guard(be, sys::ggml_backend_free))
+    }
+}
+
+/// The cache form on a scheduler with Vulkan first and the CPU as fallback: Vulkan has no
+/// kernel for it (0001 reports it unsupported there), so with the cache in a CPU buffer the op
+/// falls back to the CPU; its `q` comes from a Vulkan buffer (through a scale by 1), so data
+/// crosses from the device. Attention scores and the whole cache must be byte-identical to the
+/// direct CPU computation.
+#[cfg(feature = "vulkan")]
+#[test]
+fn through_the_scheduler_with_vulkan_falls_back_to_the_cpu() {
+    let Some(vk) = vulkan_backend() else {
+        println!("gdn_cache: skipped, no Vulkan device");
+        return;
+    };
+    // SAFETY: creates the CPU backend; null is checked.
+    let cpu = unsafe { sys::ggml_backend_cpu_init() };
+    assert!(!cpu.is_null());
+    let cpu = Guard(cpu, sys::ggml_backend_free);
+    let pools = [Pool::new(4)];
+    let mut n = 0;
+    for c in matrix()
+        .into_iter()
+        .filter(|c| c.s_v == 16 && c.n_seqs == 4 && c.n_threads == 4 && !c.hk_half && !c.kda)
+    {
+        let inp = make_inputs(&c, 0xbee + n, &initial_cache(&c));
+        let direct = run(&c, &inp, Path::InPlace, &pools);
+
+        // SAFETY: size queries.
+        let overhead = unsafe { 64 * sys::ggml_tensor_overhead() + sys::ggml_graph_overhead() };
+        let cache_ctx = Context::new(overhead, true);
+        let dev_ctx = Context::new(overhead, true);
+        let ctx = Context::new(overhead, true);
+        let q_dev = dev_ctx.tensor(sys::GGML_TYPE_F32, &[c.s_v, c.h_k(), c.t, c.n_seqs]);
+        let mut t = Tensors {
+            cache: cache_ctx.tensor(sys::GGML_TYPE_F32, &[c.d(), c.n_rows()]),
+            ..input_tensors_unallocated(&ctx, &c)
+        };
+        // SAFETY: the cache lives in a CPU buffer and q_dev in a Vulkan buffer, both freed by
+        // guards declared before the scheduler's (so dropped after it); the graph and the other
+        // tensors live in ctx, which outlives them all; data is copied in and out with the
+        // sizes of the tensors.
+        unsafe {
+            let buf = sys::ggml_backend_alloc_ctx_tensors(cache_ctx.0, cpu.0);
+            assert!(!buf.is_null());
+            let _buf = Guard(buf, sys::ggml_backend_buffer_free);
+            let dev_buf = sys::ggml_backend_alloc_ctx_tensors(dev_ctx.0, vk.0);
+            assert!(!dev_buf.is_null());
+            let _dev_buf = Guard(dev_buf, sys::ggml_backend_buffer_free);
+            let scaled = sys::ggml_scale(ctx.0, q_dev, 1.0);
+            t.q = scaled;
+            let out = cache_op(&ctx, &c, &t);
+            let gf = sys::ggml_new_graph(ctx.0);
+            sys::ggml_build_forward_expand(gf, out);
+
+            let mut backends = [vk.0, cpu.0];
+            let sched = sys::ggml_backend_sched_new(
+                backends.as_mut_ptr(),
+                ptr::null_mut(),
+                2,
+                256,
+                false,
+                false,
+            );
+            assert!(!sched.is_null());
+            let sched = Guard(sched, sys::ggml_backend_sched_free);
+            assert!(sys::ggml_backend_sched_alloc_graph(sched.0, gf));
+            let set = |t: *mut sys::ggml_tensor, p: *const c_void| {
+                sys::ggml_backend_tensor_set(t, p, 0, sys::ggml_nbytes(t))
+            };
+            set(q_dev, inp.q.as_ptr() as _);
+            set(t.k, inp.k.as_ptr() as _);
+            set(t.v, inp.v.as_ptr() as _);
+            set(t.g, inp.g.as_ptr() as _);
+            set(t.beta, inp.beta.as_ptr() as _);
+            set(t.cache, inp.cache.as_ptr() as _);
+            set(t.rows_in, c.rows_in().as_ptr() as _);
+            set(t.rows_out, c.rows_out().as_ptr() as _);
+            assert_eq!(
+                sys::ggml_backend_sched_graph_compute(sched.0, gf),
+                sys::GGML_STATUS_SUCCESS
+            );
+            // ggml places the scale with its only consumer, on the CPU (the scheduler expands
+            // CPU assignments up the graph); either way q_dev crosses from the Vulkan buffer.
+            let scale_on = sys::ggml_backend_sched_get_tensor_backend(sched.0, scaled);
+            assert!(scale_on == vk.0 || scale_on == cpu.0);
+            assert_eq!(
+                sys::ggml_backend_sched_get_tensor_backend(sched.0, out),
+                cpu.0,
+                "the cache op falls back to the CPU, where the cache is"
+            );
+
+            let mut attn = vec![0.0f32; c.attn_elems() as usize];
+            let mut cache = vec![0.0f32; (c.d() * c.n_rows()) as usize];
+            sys::ggml_backend_tensor_get(out, attn.as_mut_ptr() as _, 0, attn.len() * 4);
+            sys::ggml_backend_tensor_get(t.cache, cache.as_mut_ptr() as _, 0, cache.len() * 4);
+            assert_eq!(bytes_differing(&attn, &direct.attn), 0, "{c:?}");
+            assert_eq!(bytes_differing(&cache, &direct.cache), 0, "{c:?}");
+        }
+        n += 1;
+    }
+    println!(
+        "gdn_cache: {n} cases with Vulkan first: the op fell back to the CPU, identical to the \
+         direct computation"
+    );
+    assert!(n > 0);
+}

@@ -97,6 +97,32 @@ pub fn devices() -> Vec<DeviceInfo> {
         .collect()
 }
 
+/// The devices of the backend registry named `registry` (`"Vulkan"`, `"CUDA"`, ...), in the
+/// registry's order, each with a label `NAME (description)`; empty when no such registry is
+/// compiled in.
+pub(crate) fn devices_of_registry(
+    registry: &CStr,
+) -> Vec<(NonNull<sys::ggml_backend_device>, String)> {
+    log::ensure_installed();
+    // SAFETY: `registry` is NUL-terminated; ggml returns null for an unknown name.
+    let Some(reg) = NonNull::new(unsafe { sys::ggml_backend_reg_by_name(registry.as_ptr()) })
+    else {
+        return Vec::new();
+    };
+    // SAFETY: `reg` is a registered backend registry (registries live for the program).
+    let n = unsafe { sys::ggml_backend_reg_dev_count(reg.as_ptr()) };
+    (0..n)
+        .filter_map(|i| {
+            // SAFETY: `i` is below the registry's device count.
+            NonNull::new(unsafe { sys::ggml_backend_reg_dev_get(reg.as_ptr(), i) })
+        })
+        .map(|dev| {
+            let info = device_info(dev);
+            (dev, format!("{} ({})", info.name, info.description))
+        })
+        .collect()
+}
+
 /// An owned `ggml_backend_t`, freed on drop.
 pub(crate) struct RawBackend(NonNull<sys::ggml_backend>);
 
@@ -377,6 +403,15 @@ impl Backend {
             }
         }
         Backend::cpu()
+    }
+
+    /// A backend on the registered device `dev` (with its default parameters).
+    pub(crate) fn from_device(dev: NonNull<sys::ggml_backend_device>) -> Result<Backend> {
+        let name = device_info(dev).name;
+        // SAFETY: `dev` is a registered device (devices live for the program); null params
+        // select the device's defaults; ggml returns null on failure.
+        let raw = unsafe { sys::ggml_backend_dev_init(dev.as_ptr(), std::ptr::null()) };
+        Backend::from_raw(raw, &name)
     }
 
     /// The backend of the registry device named `name` (see [`devices`]).
@@ -741,7 +776,7 @@ fn check_repacked_sources(raw: &RawBackend, t: Tensor<'_>, aliases: bool) -> Res
     Ok(())
 }
 
-fn ne_of(p: *mut sys::ggml_tensor) -> [i64; 4] {
+pub(crate) fn ne_of(p: *mut sys::ggml_tensor) -> [i64; 4] {
     match NonNull::new(p) {
         // SAFETY: sources of graph members are live for the graph's lifetime.
         Some(p) => unsafe { Tensor::from_raw(p) }.ne(),
@@ -750,7 +785,11 @@ fn ne_of(p: *mut sys::ggml_tensor) -> [i64; 4] {
 }
 
 /// Fails if the index tensor `idx` of `node` is a graph input holding a value outside `0..bound`.
-fn check_indices(node: Tensor<'_>, idx: *mut sys::ggml_tensor, bound: i64) -> Result<()> {
+pub(crate) fn check_indices(
+    node: Tensor<'_>,
+    idx: *mut sys::ggml_tensor,
+    bound: i64,
+) -> Result<()> {
     let Some(idx) = NonNull::new(idx) else {
         return Ok(());
     };

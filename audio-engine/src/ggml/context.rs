@@ -137,6 +137,11 @@ pub(crate) enum Retained {
         /// Dropped with the context, which releases the lease.
         _lease: super::buffer::AllocatorLease,
     },
+    /// A lease on a backend scheduler's compute buffers.
+    SchedLease {
+        /// Dropped with the context, which releases the lease.
+        _lease: super::sched::SchedLease,
+    },
     /// A weight store whose tensors the context's graphs use.
     Store {
         /// Dropped with the context.
@@ -334,7 +339,9 @@ impl Context {
         if let Retained::Buffer { _buffer: new } = &item {
             let known = retained.iter().any(|r| match r {
                 Retained::Buffer { _buffer: b } => Arc::ptr_eq(b, new),
-                Retained::Lease { .. } | Retained::Store { .. } => false,
+                Retained::Lease { .. } | Retained::SchedLease { .. } | Retained::Store { .. } => {
+                    false
+                }
             });
             if known {
                 return;

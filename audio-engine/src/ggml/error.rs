@@ -185,6 +185,10 @@ pub enum GgmlError {
         /// Its size now and when mapped.
         detail: String,
     },
+    /// A device spec names a device this build or machine cannot open
+    /// ([`Backend::for_device`](super::Backend::for_device)).
+    #[error(transparent)]
+    Device(#[from] super::device::DeviceError),
     /// An error from the element-type helpers.
     #[error(transparent)]
     Dtype(#[from] DtypeError),
