@@ -207,17 +207,6 @@ fn copy_recursive(from: &Path, to: &Path) {
     }
 }
 
-/// Files that ggml's CMake project needs when configured on its own (`GGML_STANDALONE`, as the
-/// `cuda` / `metal` / `vulkan` builds do) but that the registry package leaves out: the
-/// pkg-config template `ggml/ggml.pc.in`, which it only copies into the install tree. An empty
-/// template is enough; nothing here reads the `.pc` file.
-#[cfg_attr(
-    not(any(feature = "cuda", feature = "metal", feature = "vulkan")),
-    allow(dead_code)
-)]
-
-}
-
 /// The headers CMake would configure from `*-version.h.in`.
 pub fn write_version_headers(pin: &Pin, gen: &Path) {
     fs::create_dir_all(gen).expect("create OUT_DIR/gen");
