@@ -19,6 +19,8 @@
 //!     match event {
 //!         VadEvent::SpeechStarted { audio_start_ms } => println!("speech from {audio_start_ms} ms"),
 //!         VadEvent::SpeechStopped { audio_end_ms } => println!("commit up to {audio_end_ms} ms"),
+//!         // Only with `set_pause_ms`: a pause shorter than the silence duration, and its end.
+//!         VadEvent::Paused { .. } | VadEvent::Resumed => {}
 //!     }
 //! }
 //! assert!(!vad.in_speech());

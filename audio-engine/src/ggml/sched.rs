@@ -554,7 +554,7 @@ mod tests {
         assert_eq!(out.get_f32().unwrap(), want);
         let placements = sched.placements(&g).unwrap();
         let ops: Vec<&str> = placements.iter().map(|p| p.op.as_str()).collect();
-        assert_eq!(ops, ["MUL_MAT", "UNARY"]);
+        assert_eq!(ops, ["MUL_MAT", "SILU"]);
         assert!(placements
             .iter()
             .all(|p| p.backend == "CPU" && !p.on_fallback));
