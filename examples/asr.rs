@@ -28,6 +28,10 @@ struct Args {
     /// CPU threads [default: all cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Device: cpu, vulkan:N, cuda:N or metal (the build needs its feature) [default: the
+    /// best this build has: CUDA or Metal when built in, otherwise the CPU].
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<audio_engine::ggml::Device>,
     /// Most text tokens to generate.
     #[arg(long, value_name = "N", default_value_t = AsrOptions::default().max_new_tokens)]
     max_tokens: usize,
@@ -47,7 +51,7 @@ fn main() -> Result<()> {
     };
     let mopts = ModelOptions {
         max_audio_seconds: args.max_seconds,
-        ..model_options(args.threads)
+        ..model_options(args.threads, args.device)
     };
     let engine = open_model_or_hub(
         args.model.as_deref(),

@@ -39,6 +39,10 @@ struct Args {
     /// CPU threads [default: all cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Device: cpu, vulkan:N, cuda:N or metal (the build needs its feature) [default: the
+    /// best this build has: CUDA or Metal when built in, otherwise the CPU].
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<audio_engine::ggml::Device>,
     /// Where each turn's WAV, text and reply artifact go.
     #[arg(long, value_name = "DIR", default_value = "chat-out")]
     out: PathBuf,
@@ -84,7 +88,7 @@ fn main() -> Result<()> {
     let model = open_model_or_hub(
         args.model.as_deref(),
         &args.hub,
-        model_options(args.threads),
+        model_options(args.threads, args.device),
         "its text and speech are noise",
     )?;
     let (questions, out) = (args.questions, args.out);

@@ -35,6 +35,10 @@ struct Args {
     /// CPU threads [default: all cores].
     #[arg(long, value_name = "N")]
     threads: Option<usize>,
+    /// Device: cpu, vulkan:N, cuda:N or metal (the build needs its feature) [default: the
+    /// best this build has: CUDA or Metal when built in, otherwise the CPU].
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<audio_engine::ggml::Device>,
     /// The voice: us_male, us_female, uk_male or uk_female [default: us_male, audio.cpp's;
     /// for the demo sentence us_female].
     #[arg(long)]
@@ -99,7 +103,7 @@ fn main() -> Result<()> {
     let model = open_model_or_hub(
         args.model.as_deref(),
         &args.hub,
-        model_options(args.threads),
+        model_options(args.threads, args.device),
         "its speech is noise",
     )?;
     let opts = TtsOptions {

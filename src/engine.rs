@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use audio_engine::ggml::Device;
 use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
 use audio_engine::lfm2_audio::{
     AsrJob as EngineAsrJob, AsrOptions, EngineError, Job as EngineJob, Lfm2Audio, ModelOptions,
@@ -116,11 +117,12 @@ impl Package {
         ]
     }
 
-    /// Loads the package with `threads` compute threads.
-    pub fn load(&self, threads: usize) -> Result<Model, Failure> {
+    /// Loads the package with `threads` compute threads on `device`.
+    pub fn load(&self, threads: usize, device: Device) -> Result<Model, Failure> {
         let package = ModelPackage::open_paths(self.paths.clone()).map_err(load_failure)?;
         let options = ModelOptions {
             n_threads: threads.max(1),
+            device: Some(device),
             // why the default (the cores): audio.cpp's sessions each choose their thread
             // count; together they must not put more compute threads on the machine than it
             // has cores.

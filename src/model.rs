@@ -3,7 +3,9 @@
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use audio_engine::ggml::Device;
 
 use crate::engine::{self, FailureKind, Package};
 use crate::options::{self, Row, Scope};
@@ -88,6 +90,9 @@ pub struct ModelInner {
     package: Package,
     /// The loaded weights, shared by every session (each with its own thread count).
     engine: engine::Model,
+    /// The same package loaded on other devices, each at the first session that asks for it
+    /// (`audiocpp_backend_config`), then shared like `engine`.
+    on_devices: Mutex<Vec<(Device, engine::Model)>>,
     rows: OnceLock<[Vec<RowC>; 3]>,
 }
 
@@ -158,7 +163,9 @@ impl ModelInner {
             )),
             _ => load_failed(f.message),
         })?;
-        let engine = package.load(1).map_err(|f| load_failed(f.message))?;
+        let engine = package
+            .load(1, Device::Cpu)
+            .map_err(|f| load_failed(f.message))?;
         let language = engine.language();
         Ok(ModelInner {
             _registry: registry,
@@ -168,6 +175,7 @@ impl ModelInner {
             language,
             package,
             engine,
+            on_devices: Mutex::new(Vec::new()),
             rows: OnceLock::new(),
         })
     }
@@ -204,9 +212,25 @@ impl ModelInner {
         self.engine.step_stats()
     }
 
-    /// The engine for sessions of `threads` threads.
-    pub fn engine(&self, threads: usize) -> AbiResult<engine::Model> {
-        // why: sessions share the one copy of the weights; only the compute threads differ.
-        Ok(self.engine.with_threads(threads))
+    /// The engine for sessions of `threads` threads on `device`.
+    ///
+    /// why per model and device: sessions share the one copy of the weights on each device;
+    /// only the compute threads differ. The CPU copy is the one `audiocpp_model_load` made;
+    /// another device's is loaded at its first session (a missing device fails that session
+    /// with `NOT_AVAILABLE`, naming it).
+    pub fn engine(&self, threads: usize, device: Device) -> AbiResult<engine::Model> {
+        if device == Device::Cpu {
+            return Ok(self.engine.with_threads(threads));
+        }
+        let mut loaded = self.on_devices.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, m)) = loaded.iter().find(|(d, _)| *d == device) {
+            return Ok(m.with_threads(threads));
+        }
+        let m = self
+            .package
+            .load(threads, device)
+            .map_err(|f| AbiError::not_available(format!("{device}: {}", f.message)))?;
+        loaded.push((device, m.clone()));
+        Ok(m)
     }
 }

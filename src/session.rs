@@ -4,6 +4,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use audio_engine::ggml::Device;
 use audio_engine::lfm2_audio::AudioInput;
 
 use crate::engine::{self, Conversation, Failure, FailureKind, Output};
@@ -123,10 +124,10 @@ impl SessionHandle {
         model: Arc<ModelInner>,
         task: Task,
         mode: Mode,
-        threads: usize,
+        (device, threads): (Device, usize),
         settings: SessionSettings,
     ) -> AbiResult<SessionHandle> {
-        let engine = model.engine(threads)?;
+        let engine = model.engine(threads, device)?;
         Ok(SessionHandle {
             model,
             task,

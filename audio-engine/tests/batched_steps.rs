@@ -129,7 +129,7 @@ fn a_batched_step_gives_each_sequence_its_bits_alone() {
                 alone.push(outs);
             }
 
-            let compute = BatchCompute::new(be.new_instance().unwrap()).unwrap();
+            let compute = BatchCompute::new(be.new_instance().unwrap(), "backbone").unwrap();
             compute.backend().set_n_threads(threads).unwrap();
             let mut caches = prefilled(&bb, n);
             let mut widths = Vec::new();
@@ -168,7 +168,7 @@ fn a_batched_step_gives_each_sequence_its_bits_alone() {
 #[test]
 fn a_bad_step_fails_the_batch_before_any_cache_moves() {
     let (bb, be) = backbone(Quant::F32, 1);
-    let compute = BatchCompute::new(be.new_instance().unwrap()).unwrap();
+    let compute = BatchCompute::new(be.new_instance().unwrap(), "backbone").unwrap();
     let mut caches = prefilled(&bb, 2);
     let lens: Vec<usize> = caches.iter().map(|c| c.len()).collect();
     let vocab = bb.config().vocab_size;
@@ -244,7 +244,7 @@ fn batched_frames_give_each_reply_its_frames_alone() {
                 alone.push(out);
             }
 
-            let compute = BatchCompute::new(be.new_instance().unwrap()).unwrap();
+            let compute = BatchCompute::new(be.new_instance().unwrap(), "backbone").unwrap();
             compute.backend().set_n_threads(threads).unwrap();
             let rows: Vec<_> = (0..replies)
                 .map(|_| d.new_frame_rows(compute.backend()).unwrap())

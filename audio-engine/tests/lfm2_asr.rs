@@ -190,6 +190,47 @@ fn any_rate_and_channel_count_and_typed_errors() {
     assert!(matches!(e.asr(&sig, &huge), Err(EngineError::Capacity(_))));
 }
 
+/// `ModelOptions::device`: the CPU named explicitly is the default's CPU (same bytes), and a
+/// device whose backend this build lacks fails at load, naming the device and its feature.
+#[test]
+fn device_option_names_what_is_missing() {
+    use audio_engine::ggml::Device;
+    let opts = AsrOptions::default();
+    let by_default = engine(Quant::F32).asr(&input_signal(), &opts).unwrap();
+    let on_cpu = engine_with(
+        Quant::F32,
+        ModelOptions {
+            device: Some(Device::Cpu),
+            ..Default::default()
+        },
+    )
+    .asr(&input_signal(), &opts)
+    .unwrap();
+    assert_eq!(on_cpu.text, by_default.text);
+    assert_eq!(on_cpu.tokens, by_default.tokens);
+    let paths = package(Quant::F32);
+    for device in [Device::Cuda(0), Device::Metal, Device::Vulkan(0)] {
+        if device.is_compiled_in() {
+            continue;
+        }
+        let opts = ModelOptions {
+            device: Some(device),
+            ..Default::default()
+        };
+        let err = Lfm2Audio::from_package(ModelPackage::open_paths(paths.clone()).unwrap(), opts)
+            .unwrap_err();
+        // The whole chain, as a binary's `{:#}` prints it.
+        let mut msg = err.to_string();
+        let mut source = std::error::Error::source(&err);
+        while let Some(e) = source {
+            msg.push_str(&format!(": {e}"));
+            source = e.source();
+        }
+        assert!(msg.contains(&device.to_string()), "{msg}");
+        assert!(msg.contains(device.feature().unwrap()), "{msg}");
+    }
+}
+
 #[test]
 fn converted_backbone_logits_agree_with_llama_cpp() {
     use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};

@@ -88,6 +88,11 @@ struct Args {
     #[arg(long, default_value_t = audio_engine::lfm2_audio::batch_from_by_default() as u32,
           value_parser = value_parser!(u32).range(1..=64))]
     batch_from: u32,
+    /// Device the model runs on: cpu, vulkan:N, cuda:N or metal (the build needs its feature;
+    /// default: CUDA or Metal when built in, otherwise the CPU). On a device, the run ends with
+    /// each component's CPU-fallback ops and the bytes its graphs move between host and device.
+    #[arg(long, value_name = "DEVICE")]
+    device: Option<audio_engine::ggml::Device>,
     /// Sessions running the same conversation side by side, one thread each driving it.
     #[arg(long, default_value_t = 1, value_parser = value_parser!(u32).range(1..=16))]
     sessions: u32,
@@ -900,6 +905,7 @@ fn main() -> Result<()> {
             step_threads: a.step_threads as usize,
             max_batch: a.batch as usize,
             batch_from: a.batch_from as usize,
+            device: a.device,
             ..Default::default()
         },
     )?;
@@ -919,6 +925,7 @@ fn main() -> Result<()> {
                 json!({ "quant": a.quant.to_string(), "threads": a.threads, "encoder_and_floor": extra })
             );
         }
+        print_device_report(&model);
         return Ok(());
     }
     let questions: Vec<Vec<u8>> = (0..a.turns as usize)
@@ -1312,7 +1319,48 @@ fn main() -> Result<()> {
     if !identical {
         bail!("outputs differed between rounds or sessions");
     }
+    print_device_report(&model);
     Ok(())
+}
+
+/// On a device: each component's ops on the CPU fallback and the bytes its widest graph moves
+/// between host and device (inputs in, outputs back, and across fallback splits).
+fn print_device_report(model: &Lfm2Audio) {
+    let fallbacks = audio_engine::ggml::fallbacks();
+    if fallbacks.is_empty() {
+        return;
+    }
+    println!();
+    println!(
+        "device {}: graph placement per component",
+        model.device_name()
+    );
+    println!(
+        "| component | graphs | device nodes | CPU fallback ops | splits | bytes across (fewest) | \
+         bytes across (most) |"
+    );
+    println!("|---|---:|---:|---|---:|---:|---:|");
+    for (label, f) in fallbacks {
+        let w = &f.widest;
+        let ops: Vec<String> = w
+            .cpu_ops
+            .iter()
+            .map(|(op, n)| format!("{op} x{n}"))
+            .collect();
+        println!(
+            "| {label} | {} | {} | {} | {} | {} | {} |",
+            f.graphs,
+            w.device_nodes,
+            if ops.is_empty() {
+                "none".to_owned()
+            } else {
+                ops.join(", ")
+            },
+            w.splits,
+            f.fewest_bytes,
+            w.copied_bytes
+        );
+    }
 }
 
 /// The conversation's medians the floor is compared with, and its step mix.

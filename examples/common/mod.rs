@@ -8,6 +8,7 @@ use std::borrow::Cow;
 use std::path::Path;
 
 use anyhow::{Context, Result};
+use audio_engine::ggml::Device;
 use audio_engine::lfm2_audio::{default_demo_dir, load_demo, Lfm2Audio, ModelOptions};
 
 /// Model text made safe for a terminal: control characters (the demo's random text has them:
@@ -45,12 +46,13 @@ fn needs_escape(c: char) -> bool {
         )
 }
 
-/// The default model options with `--threads` applied.
-pub fn model_options(threads: Option<usize>) -> ModelOptions {
+/// The default model options with `--threads` and `--device` applied.
+pub fn model_options(threads: Option<usize>, device: Option<Device>) -> ModelOptions {
     let mut options = ModelOptions::default();
     if let Some(n) = threads {
         options.n_threads = n;
     }
+    options.device = device;
     options
 }
 

@@ -3,6 +3,8 @@
 //! `main` only dispatches; each step lives in its own module so it can be read (and reused by
 //! llama-sys through the `DEP_GGML_*` metadata) on its own.
 
+// why the cfg: a device build compiles ggml with CMake, so the CPU-only build is not used.
+#[cfg(not(any(feature = "cuda", feature = "metal", feature = "vulkan")))]
 mod cpu;
 #[cfg(any(feature = "cuda", feature = "metal", feature = "vulkan"))]
 mod gpu;

@@ -57,6 +57,7 @@ impl Target {
     }
 
     /// Defines that ggml's CMake sets on every target (see ggml/src/CMakeLists.txt).
+    #[cfg(not(any(feature = "cuda", feature = "metal", feature = "vulkan")))]
     pub fn base_defines(&self) -> Vec<(&'static str, Option<&'static str>)> {
         let mut d = vec![("GGML_SCHED_MAX_COPIES", Some("4")), ("NDEBUG", None)];
         match self.os.as_str() {
@@ -79,6 +80,7 @@ impl Target {
     }
 
     /// The architecture-specific kernels directory under ggml-cpu/arch, if ggml has one.
+    #[cfg(not(any(feature = "cuda", feature = "metal", feature = "vulkan")))]
     pub fn cpu_arch_dir(&self) -> Option<&'static str> {
         match self.arch.as_str() {
             "x86_64" | "x86" => Some("x86"),

@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
+use anyhow::Context as _;
 use clap::Parser;
 use serde::Deserialize;
 
@@ -39,6 +40,10 @@ pub struct Cli {
     /// Compute threads per graph (default: the cores); the slots share the cores between them.
     #[arg(long)]
     pub threads: Option<usize>,
+    /// Device the models run on: cpu, vulkan:N, cuda:N or metal (the build needs its feature;
+    /// default: CUDA or Metal when built in, otherwise the CPU).
+    #[arg(long, value_name = "DEVICE")]
+    pub device: Option<audio_engine::ggml::Device>,
     /// Most replies whose next step one graph computes (default 1: each reply computes its own
     /// steps). Above 1, the replies of the slots running at once are batched up to this once
     /// `--batch-from` of them run; bytes never change.
@@ -123,6 +128,7 @@ pub struct FileConfig {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub threads: Option<usize>,
+    pub device: Option<String>,
     pub batch: Option<usize>,
     pub batch_from: Option<usize>,
     pub slots: Option<usize>,
@@ -167,6 +173,8 @@ pub struct Settings {
     pub host: String,
     pub port: u16,
     pub threads: usize,
+    /// The device the models run on (`None`: the best this build has).
+    pub device: Option<audio_engine::ggml::Device>,
     /// The model's `max_batch`: replies per step tick.
     pub batch: usize,
     /// The model's `batch_from`: replies generating at once before their steps batch.
@@ -197,6 +205,7 @@ impl Default for Settings {
             host: "127.0.0.1".into(),
             port: 8080,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
+            device: None,
             batch: audio_engine::lfm2_audio::max_batch_by_default(),
             batch_from: audio_engine::lfm2_audio::batch_from_by_default(),
             slots: 2,
@@ -277,6 +286,11 @@ impl Settings {
             host: cli.host.clone().or(file.host).unwrap_or(d.host),
             port: cli.port.or(file.port).unwrap_or(d.port),
             threads: cli.threads.or(file.threads).unwrap_or(d.threads).max(1),
+            device: match (cli.device, &file.device) {
+                (Some(d), _) => Some(d),
+                (None, Some(s)) => Some(s.parse().context("config file: device")?),
+                (None, None) => d.device,
+            },
             batch: cli.batch.or(file.batch).unwrap_or(d.batch).clamp(1, 64),
             batch_from: cli
                 .batch_from

@@ -137,6 +137,7 @@ async fn models(
                 "max_parallel_slots": e.pool.size(),
                 "max_batch": e.pool.model().options().max_batch,
                 "batch_from": e.pool.model().options().batch_from,
+                "device": e.pool.model().device_name(),
                 "language": e.language,
             });
             if with_opts {

@@ -11,6 +11,7 @@ use crate::config::Settings;
 pub fn load_model(path: Option<&Path>, settings: &Settings) -> anyhow::Result<Lfm2Audio> {
     let opts = ModelOptions {
         n_threads: settings.threads,
+        device: settings.device,
         max_batch: settings.batch,
         batch_from: settings.batch_from,
         max_audio_seconds: settings.max_audio_seconds,

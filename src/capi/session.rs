@@ -2,6 +2,8 @@
 
 use std::ffi::c_char;
 
+use audio_engine::ggml::Device;
+
 use super::{
     audiocpp_backend_config, audiocpp_model, audiocpp_options, audiocpp_request, audiocpp_result,
     audiocpp_session, audiocpp_status, static_str,
@@ -16,46 +18,78 @@ use crate::vocab::{is_task_token, Mode, Task, FAMILY};
 /// Most compute threads a session takes.
 const MAX_THREADS: i32 = 1024;
 
-/// Backends of other builds of audio.cpp, which this one does not have.
-const OTHER_BACKENDS: [&str; 5] = ["cuda", "hip", "rocm", "vulkan", "metal"];
+/// Backends audio.cpp has that no build of this library has.
+const NEVER_BACKENDS: [&str; 2] = ["hip", "rocm"];
 
-/// Reads the backend config: the thread count of a CPU session.
-///
-/// # Safety
-/// `backend` is NULL or points to a readable struct whose name is NULL or a C string.
-unsafe fn threads_of(backend: *const audiocpp_backend_config) -> AbiResult<usize> {
-    // SAFETY: forwarded contract.
-    let Some(b) = (unsafe { ptr::opt_handle(backend) }) else {
-        return Ok(1);
-    };
-    // SAFETY: forwarded contract for the name.
-    let name = unsafe { ptr::opt_str_arg(b.backend, "backend->backend") }?.unwrap_or("cpu");
-    match name {
-        "cpu" | "best" => {}
-        n if OTHER_BACKENDS.contains(&n) => {
+/// The device a session's backend config names: `cpu` and `best` the CPU (device 0), `vulkan`,
+/// `cuda` and `metal` their device `backend->device` where this build has their feature.
+fn device_of(name: &str, index: i32) -> AbiResult<Device> {
+    let device = match name {
+        "cpu" | "best" => {
+            if index != 0 {
+                return Err(AbiError::invalid(format!(
+                    "backend->device is {index}: the CPU backend has one device, 0"
+                )));
+            }
+            return Ok(Device::Cpu);
+        }
+        "vulkan" | "cuda" | "metal" => {
+            let n = usize::try_from(index).map_err(|_| {
+                AbiError::invalid(format!(
+                    "backend->device is {index}: a device index is >= 0"
+                ))
+            })?;
+            match name {
+                "vulkan" => Device::Vulkan(n),
+                "cuda" => Device::Cuda(n),
+                _ if n == 0 => Device::Metal,
+                _ => {
+                    return Err(AbiError::invalid(format!(
+                        "backend->device is {n}: Metal has one device, 0"
+                    )))
+                }
+            }
+        }
+        n if NEVER_BACKENDS.contains(&n) => {
             return Err(AbiError::not_available(format!(
-                "backend `{n}` is not in this build (it runs on the CPU: backend \"cpu\")"
-            )))
+                "backend `{n}` is not in this library (cpu; vulkan, cuda, metal by feature)"
+            )));
         }
         n => {
             return Err(AbiError::invalid(format!(
-                "unknown backend `{n}` (cpu, best; cuda, hip, rocm, vulkan, metal in other builds)"
+                "unknown backend `{n}` (cpu, best, vulkan, cuda, metal; hip, rocm in audio.cpp)"
             )))
         }
-    }
-    if b.device != 0 {
-        return Err(AbiError::invalid(format!(
-            "backend->device is {}: the CPU backend has one device, 0",
-            b.device
+    };
+    if !device.is_compiled_in() {
+        return Err(AbiError::not_available(format!(
+            "backend `{name}` is not in this build (feature `{}`; it runs on the CPU: backend \
+             \"cpu\")",
+            device.feature().unwrap_or_default()
         )));
     }
+    Ok(device)
+}
+
+/// Reads the backend config: the device and thread count of a session.
+///
+/// # Safety
+/// `backend` is NULL or points to a readable struct whose name is NULL or a C string.
+unsafe fn backend_of(backend: *const audiocpp_backend_config) -> AbiResult<(Device, usize)> {
+    // SAFETY: forwarded contract.
+    let Some(b) = (unsafe { ptr::opt_handle(backend) }) else {
+        return Ok((Device::Cpu, 1));
+    };
+    // SAFETY: forwarded contract for the name.
+    let name = unsafe { ptr::opt_str_arg(b.backend, "backend->backend") }?.unwrap_or("cpu");
+    let device = device_of(name, b.device)?;
     if b.threads <= 0 || b.threads > MAX_THREADS {
         return Err(AbiError::invalid(format!(
             "backend->threads must be within 1..={MAX_THREADS}, got {}",
             b.threads
         )));
     }
-    Ok(b.threads as usize)
+    Ok((device, b.threads as usize))
 }
 
 /// Creates a session.
@@ -74,13 +108,13 @@ pub unsafe extern "C" fn audiocpp_session_create(
     guard(Status::Runtime, || {
         ptr::required(out_session, "out_session")?;
         // SAFETY: out_session is non-NULL and writable; the rest follow the pointer contract.
-        let (m, task, mode, threads, opts) = unsafe {
+        let (m, task, mode, (device, threads), opts) = unsafe {
             ptr::write(out_session, std::ptr::null_mut());
             (
                 ptr::handle(model, "model")?,
                 ptr::str_arg(task, "task")?,
                 ptr::str_arg(mode, "mode")?,
-                threads_of(backend)?,
+                backend_of(backend)?,
                 ptr::opt_handle(session_options),
             )
         };
@@ -107,7 +141,7 @@ pub unsafe extern "C" fn audiocpp_session_create(
         }
         let empty = Default::default();
         let settings = options::session_options(opts.map_or(&empty, |o| &o.0), &m.0.files())?;
-        let s = SessionHandle::new(m.0.clone(), t, md, threads, settings)?;
+        let s = SessionHandle::new(m.0.clone(), t, md, (device, threads), settings)?;
         let h = ptr::into_raw(s);
         // SAFETY: checked non-NULL above.
         unsafe { ptr::write(out_session, h) };

@@ -26,6 +26,7 @@ use super::context::{pad, Context, Retained};
 use super::error::{GgmlError, Result};
 use super::graph::Graph;
 use super::mapped_file::MappedFile;
+use super::sched::Scheduler;
 use super::tensor::Tensor;
 
 /// Alignment ggml's CPU buffers need (`TENSOR_ALIGNMENT`).
@@ -621,17 +622,45 @@ impl Drop for AllocatorLease {
     }
 }
 
-/// A graph allocator (`ggml_gallocr`): places the unallocated tensors of a compute graph in a
-/// buffer of one backend, reusing memory between tensors whose lifetimes do not overlap, and
-/// reusing the buffer from one graph to the next.
+/// A graph allocator: places the unallocated tensors of a compute graph in memory of its
+/// backend, reusing memory between tensors whose lifetimes do not overlap, and reusing it from one
+/// graph to the next, and then computes the graph ([`GraphAllocator::compute`]).
 ///
-/// After [`GraphAllocator::alloc_graph`], the graph's context holds a lease on the buffer; the
+/// On a CPU backend it is ggml's graph allocator (`ggml_gallocr`) over one buffer. On any other
+/// device it is a backend scheduler ([`Scheduler`]) with the device first and the CPU as
+/// fallback, so nodes the device has no kernel for run on the CPU, with ggml's copies between
+/// the two; the scheduler is made at the first graph and made again, larger, for a graph that
+/// does not fit it.
+///
+/// After [`GraphAllocator::alloc_graph`], the graph's context holds a lease on the memory; the
 /// allocator refuses new allocations ([`GgmlError::AllocatorInUse`]) until that context is
 /// dropped. Build each step's graph in a fresh context and drop it when done.
 #[derive(Clone)]
 pub struct GraphAllocator {
-    inner: Arc<GallocInner>,
+    kind: AllocatorKind,
 }
+
+#[derive(Clone)]
+enum AllocatorKind {
+    /// A CPU backend: one `ggml_gallocr` buffer.
+    Buffer(Arc<GallocInner>),
+    /// Another device: its scheduler.
+    Scheduled(Arc<DeviceAllocator>),
+}
+
+/// The scheduler of a device's [`GraphAllocator`], made when the first graph arrives.
+struct DeviceAllocator {
+    device: Backend,
+    /// What the scheduler's node placements are reported under ([`super::sched::fallbacks`]).
+    label: &'static str,
+    sched: Mutex<Option<Scheduler>>,
+}
+
+/// The smallest scheduler a device allocator makes (members: nodes plus leafs).
+///
+/// why not the graph's exact size: a session's graphs grow with the context (the decode
+/// cache's views) a little at a time, and each growth past the capacity makes a new scheduler.
+const MIN_SCHED_GRAPH: usize = 1024;
 
 impl std::fmt::Debug for GraphAllocator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -642,18 +671,64 @@ impl std::fmt::Debug for GraphAllocator {
 }
 
 impl GraphAllocator {
-    /// An allocator for `backend`'s default buffer type.
+    /// An allocator for `backend`: its default buffer type on the CPU, its scheduler (device
+    /// first, CPU fallback) on any other device.
     pub fn new(backend: &Backend) -> Result<GraphAllocator> {
+        GraphAllocator::labelled(backend, "graph")
+    }
+
+    /// [`GraphAllocator::new`] whose fallback placements (on a device) are recorded under
+    /// `label` (a component's name: `"encoder"`, `"backbone"`, ...; see
+    /// [`super::sched::fallbacks`]).
+    pub fn labelled(backend: &Backend, label: &'static str) -> Result<GraphAllocator> {
+        if !backend.is_cpu() {
+            return Ok(GraphAllocator {
+                kind: AllocatorKind::Scheduled(Arc::new(DeviceAllocator {
+                    device: backend.clone(),
+                    label,
+                    sched: Mutex::new(None),
+                })),
+            });
+        }
         let buft = backend.buffer_type();
         // SAFETY: the buffer type is live; ggml allocates the allocator state.
         let raw = unsafe { sys::ggml_gallocr_new(buft.0.as_ptr()) };
         let raw = NonNull::new(raw).ok_or_else(|| GgmlError::alloc("graph allocator"))?;
         Ok(GraphAllocator {
-            inner: Arc::new(GallocInner {
+            kind: AllocatorKind::Buffer(Arc::new(GallocInner {
                 state: Mutex::new(GallocState { raw, leases: 0 }),
                 _backend: backend.clone(),
-            }),
+            })),
         })
+    }
+
+    /// The scheduler of a device allocator, made (again) when it cannot hold `graph`.
+    fn scheduler_for(d: &DeviceAllocator, graph: &Graph<'_>) -> Result<Scheduler> {
+        let members = graph.n_nodes() + graph.n_leafs();
+        let mut slot = d.sched.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = slot.as_ref() {
+            if s.graph_size() >= members {
+                return Ok(s.clone());
+            }
+            if s.in_use() {
+                return Err(GgmlError::AllocatorInUse);
+            }
+        }
+        let size = members.next_power_of_two().max(MIN_SCHED_GRAPH);
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let s = Scheduler::new(&d.device, size, threads)?;
+        *slot = Some(s.clone());
+        Ok(s)
+    }
+
+    /// The scheduler of a device allocator, if it has made one.
+    fn current_scheduler(&self) -> Option<Scheduler> {
+        match &self.kind {
+            AllocatorKind::Scheduled(d) => {
+                d.sched.lock().unwrap_or_else(|e| e.into_inner()).clone()
+            }
+            AllocatorKind::Buffer(_) => None,
+        }
     }
 
     /// Checks that every tensor the allocator would place belongs to the graph's context.
@@ -669,9 +744,18 @@ impl GraphAllocator {
     }
 
     /// Sizes the buffer for `graph` (a worst case) without allocating its tensors.
+    ///
+    /// On a device it makes the scheduler large enough for `graph`; the scheduler sizes its
+    /// buffers at the first allocation.
     pub fn reserve(&self, graph: &Graph<'_>) -> Result<()> {
         GraphAllocator::check_graph(graph)?;
-        let state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let inner = match &self.kind {
+            AllocatorKind::Buffer(inner) => inner,
+            AllocatorKind::Scheduled(d) => {
+                return GraphAllocator::scheduler_for(d, graph).map(drop)
+            }
+        };
+        let state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.leases > 0 {
             return Err(GgmlError::AllocatorInUse);
         }
@@ -691,7 +775,16 @@ impl GraphAllocator {
     /// holds a lease on the buffer until it is dropped.
     pub fn alloc_graph(&self, graph: &Graph<'_>) -> Result<()> {
         GraphAllocator::check_graph(graph)?;
-        let mut state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let inner = match &self.kind {
+            AllocatorKind::Buffer(inner) => inner,
+            AllocatorKind::Scheduled(d) => {
+                let sched = GraphAllocator::scheduler_for(d, graph)?;
+                sched.alloc_graph(graph)?;
+                super::sched::record_fallback(d.label, &sched, graph);
+                return Ok(());
+            }
+        };
+        let mut state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
         if state.leases > 0 {
             return Err(GgmlError::AllocatorInUse);
         }
@@ -705,15 +798,56 @@ impl GraphAllocator {
         state.leases += 1;
         drop(state);
         graph.context().retain(Retained::Lease {
-            _lease: AllocatorLease(self.inner.clone()),
+            _lease: AllocatorLease(inner.clone()),
         });
         Ok(())
     }
 
     /// Size of the allocator's buffer in bytes (0 before the first allocation).
+    ///
+    /// On a device, the scheduler's buffers on the device and the CPU together.
     pub fn buffer_size(&self) -> usize {
-        let state = self.inner.state.lock().unwrap_or_else(|e| e.into_inner());
+        let inner = match &self.kind {
+            AllocatorKind::Buffer(inner) => inner,
+            AllocatorKind::Scheduled(_) => {
+                return self
+                    .current_scheduler()
+                    .map_or(0, |s| s.buffer_sizes().iter().map(|(_, n)| n).sum());
+            }
+        };
+        let state = inner.state.lock().unwrap_or_else(|e| e.into_inner());
         // SAFETY: the allocator is live and buffer 0 exists (one buffer type).
         unsafe { sys::ggml_gallocr_get_buffer_size(state.raw.as_ptr(), 0) }
+    }
+
+    /// Computes `graph`, allocated last by this allocator with its inputs set, on `backend`
+    /// (the backend the allocator was made for, or an instance of its device): on the CPU,
+    /// [`Backend::compute`]; on a device, through the allocator's scheduler.
+    pub fn compute(&self, backend: &Backend, graph: &Graph<'_>) -> Result<()> {
+        self.compute_with(backend, graph, false)
+    }
+
+    /// [`GraphAllocator::compute`] with [`Backend::compute_column_stable`] on the CPU (a device
+    /// computes as [`GraphAllocator::compute`]).
+    pub fn compute_column_stable(&self, backend: &Backend, graph: &Graph<'_>) -> Result<()> {
+        self.compute_with(backend, graph, true)
+    }
+
+    fn compute_with(
+        &self,
+        backend: &Backend,
+        graph: &Graph<'_>,
+        column_stable: bool,
+    ) -> Result<()> {
+        match &self.kind {
+            AllocatorKind::Buffer(_) if column_stable => backend.compute_column_stable(graph),
+            AllocatorKind::Buffer(_) => backend.compute(graph),
+            AllocatorKind::Scheduled(_) => self
+                .current_scheduler()
+                .ok_or_else(|| GgmlError::WrongContextKind {
+                    detail: "the graph was not allocated by this allocator".into(),
+                })?
+                .compute(graph),
+        }
     }
 }

@@ -38,7 +38,9 @@ pub use graph::Graph;
 pub use log::{set_log_callback, LogLevel};
 pub use mapped_file::MappedFile;
 pub use ops::{GluOp, Precision, RopeMode, RopeParams, UnaryOp};
-pub use sched::{FallbackReport, NodePlacement, Scheduler};
+pub use sched::{
+    fallbacks, reset_fallbacks, ComponentFallback, FallbackReport, NodePlacement, Scheduler,
+};
 pub use tensor::Tensor;
 pub use thread_budget::{StreamGuard, ThreadBudget, ThreadBudgetStats};
 pub use weights::{LoadOptions, Param, Placement, TensorSpec, WeightStore};

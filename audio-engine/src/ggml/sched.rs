@@ -30,6 +30,12 @@ struct SchedState {
     leases: usize,
     /// The graph of the current allocation (only meaningful while `leases > 0`).
     graph: *mut sys::ggml_cgraph,
+    /// Each node's sources as the caller built them, by node index.
+    ///
+    /// why: splitting the graph across backends points a node's sources at the scheduler's
+    /// copies of them in the node's backend (filled only during the compute), so what the
+    /// caller set (an input's row indices) and where it lives are read through these.
+    sources: Vec<[*mut sys::ggml_tensor; sys::GGML_MAX_SRC as usize]>,
 }
 
 // SAFETY: the scheduler is heap state with no thread affinity; it only lives inside a mutex,
@@ -123,6 +129,11 @@ pub struct FallbackReport {
     /// The number of graph splits (runs of consecutive nodes on one backend); every split
     /// boundary copies the tensors the next split reads.
     pub splits: usize,
+    /// Bytes crossing between host and device memory per compute: every tensor a node reads
+    /// from the other side's memory (graph inputs, which the scheduler keeps in host memory,
+    /// included), counted once, and the graph outputs computed on the device (which the caller
+    /// reads back).
+    pub copied_bytes: usize,
 }
 
 impl FallbackReport {
@@ -154,8 +165,65 @@ impl std::fmt::Display for FallbackReport {
                 .collect();
             write!(f, " ({})", ops.join(", "))?;
         }
-        write!(f, "; {} graph splits", self.splits)
+        write!(
+            f,
+            "; {} graph splits, {} bytes across",
+            self.splits, self.copied_bytes
+        )
     }
+}
+
+/// What one component's graphs placed on the CPU fallback, over every graph a labelled
+/// [`GraphAllocator`](super::GraphAllocator) allocated on a device since the last
+/// [`reset_fallbacks`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ComponentFallback {
+    /// Graphs allocated.
+    pub graphs: u64,
+    /// The widest graph's figures: per op, the most nodes on the CPU in one graph; the most
+    /// device nodes, splits and bytes across in one graph.
+    pub widest: FallbackReport,
+    /// The fewest bytes across of one graph (a single-position step's, for a decoder).
+    pub fewest_bytes: usize,
+}
+
+static FALLBACKS: Mutex<BTreeMap<&'static str, ComponentFallback>> = Mutex::new(BTreeMap::new());
+
+/// Each labelled component's fallback record (see [`ComponentFallback`]), by label.
+pub fn fallbacks() -> BTreeMap<&'static str, ComponentFallback> {
+    FALLBACKS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Forgets every component's fallback record.
+pub fn reset_fallbacks() {
+    FALLBACKS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+}
+
+/// Adds `graph`'s placement (just allocated by `sched`) to `label`'s record.
+pub(crate) fn record_fallback(label: &'static str, sched: &Scheduler, graph: &Graph<'_>) {
+    let Ok(report) = sched.fallback(graph) else {
+        return;
+    };
+    if !report.is_empty() {
+        tracing::debug!(component = label, "{report}");
+    }
+    let mut all = FALLBACKS.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = all.entry(label).or_default();
+    entry.fewest_bytes = if entry.graphs == 0 {
+        report.copied_bytes
+    } else {
+        entry.fewest_bytes.min(report.copied_bytes)
+    };
+    entry.graphs += 1;
+    let w = &mut entry.widest;
+    w.device.clone_from(&report.device);
+    for (op, n) in report.cpu_ops {
+        let e = w.cpu_ops.entry(op).or_default();
+        *e = (*e).max(n);
+    }
+    w.device_nodes = w.device_nodes.max(report.device_nodes);
+    w.splits = w.splits.max(report.splits);
+    w.copied_bytes = w.copied_bytes.max(report.copied_bytes);
 }
 
 /// Whether a node with this op only reinterprets its source's memory.
@@ -239,6 +307,7 @@ impl Scheduler {
                     raw,
                     leases: 0,
                     graph: std::ptr::null_mut(),
+                    sources: Vec::new(),
                 }),
                 backends,
                 graph_size,
@@ -254,6 +323,21 @@ impl Scheduler {
     /// The device backend (the first).
     pub fn device(&self) -> &Backend {
         &self.inner.backends[0]
+    }
+
+    /// The most members (nodes plus leafs) of a graph the scheduler takes.
+    pub fn graph_size(&self) -> usize {
+        self.inner.graph_size
+    }
+
+    /// Whether a context holding the scheduler's current allocation is alive.
+    pub(crate) fn in_use(&self) -> bool {
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .leases
+            > 0
     }
 
     /// Checks what ggml would abort on when splitting and allocating `graph`.
@@ -360,6 +444,15 @@ impl Scheduler {
         if state.leases > 0 {
             return Err(GgmlError::AllocatorInUse);
         }
+        let sources = (0..graph.n_nodes())
+            .map(|i| {
+                graph
+                    .node(i)
+                    .map_or([std::ptr::null_mut(); sys::GGML_MAX_SRC as usize], |t| {
+                        t.header().src
+                    })
+            })
+            .collect();
         // SAFETY: the scheduler is live; no context holds tensors in its buffers (no lease), so
         // forgetting the previous allocation invalidates nothing in use.
         unsafe { sys::ggml_backend_sched_reset(state.raw.as_ptr()) };
@@ -372,6 +465,7 @@ impl Scheduler {
         }
         state.leases += 1;
         state.graph = graph.as_ptr();
+        state.sources = sources;
         drop(state);
         graph.context().retain(Retained::SchedLease {
             _lease: SchedLease(self.inner.clone()),
@@ -430,11 +524,40 @@ impl Scheduler {
             splits: usize::try_from(splits).unwrap_or(0),
             ..FallbackReport::default()
         };
+        let sources = self.allocated(graph)?.sources.clone();
+        let two_sides = self.inner.backends.len() > 1;
+        let mut crossed: Vec<*mut sys::ggml_tensor> = Vec::new();
         for p in placements {
+            if two_sides {
+                let Some(src) = sources.get(p.index) else {
+                    continue;
+                };
+                for &src in src.iter().filter(|s| !s.is_null()) {
+                    // SAFETY: a source of a graph member is live for the graph's lifetime.
+                    let src_t = unsafe { Tensor::from_raw(NonNull::new_unchecked(src)) };
+                    let buffer = data_buffer(src_t);
+                    if buffer.is_null() || crossed.contains(&src) {
+                        continue;
+                    }
+                    // SAFETY: the buffer is live (retained by the context holding the tensor).
+                    let in_host = unsafe { sys::ggml_backend_buffer_is_host(buffer) };
+                    if in_host != p.on_fallback {
+                        crossed.push(src);
+                        report.copied_bytes += src_t.nbytes();
+                    }
+                }
+            }
             if p.on_fallback {
                 *report.cpu_ops.entry(p.op).or_default() += 1;
             } else {
                 report.device_nodes += 1;
+                // A graph output on the device is read back to the host.
+                if let Some(node) = graph.node(p.index).filter(|_| two_sides) {
+                    let hdr = node.header();
+                    if hdr.flags & (sys::GGML_TENSOR_FLAG_OUTPUT as i32) != 0 {
+                        report.copied_bytes += node.nbytes();
+                    }
+                }
             }
         }
         Ok(report)
@@ -467,12 +590,14 @@ impl Scheduler {
             if !buffer.is_null() && !buffers.contains(&buffer) {
                 buffers.push(buffer);
             }
-            let hdr = t.header();
-            match hdr.op {
+        }
+        for (i, src) in state.sources.iter().enumerate() {
+            let Some(t) = graph.node(i) else { continue };
+            match t.header().op {
                 sys::GGML_OP_GET_ROWS => {
-                    check_indices(t, hdr.src[1], super::backend::ne_of(hdr.src[0])[1])?
+                    check_indices(t, src[1], super::backend::ne_of(src[0])[1])?
                 }
-                sys::GGML_OP_SET_ROWS => check_indices(t, hdr.src[1], hdr.ne[1])?,
+                sys::GGML_OP_SET_ROWS => check_indices(t, src[1], t.ne()[1])?,
                 _ => {}
             }
         }
@@ -563,7 +688,7 @@ mod tests {
         assert_eq!(report.device_nodes, 2);
         assert_eq!(
             report.to_string(),
-            "2 nodes on CPU, 0 on the CPU fallback; 1 graph splits"
+            "2 nodes on CPU, 0 on the CPU fallback; 1 graph splits, 0 bytes across"
         );
     }
 

@@ -485,7 +485,8 @@ fn plan(
 ) -> Result<Vec<Place>> {
     let mut places = Vec::with_capacity(specs.len());
     for ((t, s), d) in tensors.iter().zip(specs).zip(data) {
-        if backend.weight_repack() && (options.may_repack)(s.name) {
+        // why CPU only: repacked rows are the CPU kernels' layout, which no device reads.
+        if backend.is_cpu() && backend.weight_repack() && (options.may_repack)(s.name) {
             if let Some(buft) = super::backend::extra_buffer_for_matmul(s.ty, t.ne())? {
                 places.push(Place::Repack(buft));
                 continue;

@@ -13,7 +13,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use crate::ggml::{Backend, GgmlError, StreamGuard, ThreadBudget, ThreadBudgetStats};
+use crate::ggml::{Backend, Device, GgmlError, StreamGuard, ThreadBudget, ThreadBudgetStats};
 
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::scheduler::{StepScheduler, TickStats};
@@ -115,6 +115,14 @@ pub struct ModelOptions {
     /// ...; see [`Backend::with_weight_repack`]): faster, with other rounding than the plain
     /// kernels. Default on, off when the environment sets `LFM2_NO_REPACK=1`.
     pub repack: bool,
+    /// The device the weights, caches and graphs live on: `cpu`, `vulkan:N`, `cuda:N` or
+    /// `metal` (parsed from those strings; the build needs the device's cargo feature). On a
+    /// device, each graph runs through ggml's backend scheduler with the CPU as fallback for
+    /// the ops the device has no kernel for ([`crate::ggml::fallbacks`] reports which). Loading
+    /// fails, naming the device and the devices found, when it is missing. Default `None`: the
+    /// best this build offers (CUDA device 0 with feature `cuda`, Metal with `metal`, otherwise
+    /// the CPU).
+    pub device: Option<Device>,
 }
 
 impl Default for ModelOptions {
@@ -129,6 +137,7 @@ impl Default for ModelOptions {
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
             repack: crate::ggml::repack_by_default(),
+            device: None,
         }
     }
 }
@@ -275,9 +284,13 @@ impl Lfm2Audio {
     ) -> Result<Lfm2Audio, EngineError> {
         let label = package.paths.label();
         let mmproj_path = package.paths.mmproj.clone();
-        let backend = Backend::best_available()
-            .map_err(backend_err(&mmproj_path))?
-            .with_weight_repack(options.repack);
+        let backend = match &options.device {
+            // why not wrapped in a file's error: the device, not a file, is at fault, and the
+            // error names it (and lists the devices found).
+            Some(device) => Backend::for_device(device)?,
+            None => Backend::best_available().map_err(backend_err(&mmproj_path))?,
+        }
+        .with_weight_repack(options.repack);
         if backend.is_cpu() {
             backend
                 .set_n_threads(options.n_threads.max(1))
@@ -423,6 +436,11 @@ impl Lfm2Audio {
     /// The options the model was loaded with.
     pub fn options(&self) -> &ModelOptions {
         &self.inner.options
+    }
+
+    /// The backend the model's weights live on, as ggml names it (`CPU`, `Vulkan0`, `CUDA0`).
+    pub fn device_name(&self) -> &str {
+        self.inner.backend.name()
     }
 
     /// What the CPU compute-thread budget shared by this model's sessions and calls has seen

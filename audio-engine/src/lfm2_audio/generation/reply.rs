@@ -519,7 +519,7 @@ impl<'m> Framer<'m> {
         if intent.is_none() {
             let compute = match &mut self.alone {
                 Some(c) => c,
-                slot => slot.insert(BatchCompute::new(self.backend.clone())?),
+                slot => slot.insert(BatchCompute::new(self.backend.clone(), "depthformer")?),
             };
             let (rows, sampler) = self.state.as_mut().ok_or_else(lost_frame)?;
             let mut job = [FrameJob {

@@ -194,7 +194,7 @@ impl Session {
             return Ok(b.clone());
         }
         let b = self.model.run_backend(self.options.n_threads)?;
-        self.encoder_alloc = Some(GraphAllocator::new(&b)?);
+        self.encoder_alloc = Some(GraphAllocator::labelled(&b, "encoder")?);
         self.backend = Some(b.clone());
         Ok(b)
     }

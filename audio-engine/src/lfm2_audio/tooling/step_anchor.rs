@@ -23,7 +23,7 @@ pub fn batched_step_seconds(
     let be = Backend::cpu()?;
     be.set_n_threads(threads.max(1))?;
     let bb = Backbone::load(Lfm2Backbone::open(backbone)?, &be)?;
-    let compute = BatchCompute::new(be.new_instance()?)?;
+    let compute = BatchCompute::new(be.new_instance()?, "backbone")?;
     compute.backend().set_n_threads(threads.max(1))?;
     let mut out = Vec::with_capacity(widths.len());
     for &w in widths {

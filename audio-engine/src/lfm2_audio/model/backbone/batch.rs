@@ -45,15 +45,22 @@ pub struct BatchCompute {
 }
 
 impl BatchCompute {
-    /// Batched steps computed on `backend` (an instance of the device the weights live on).
-    pub fn new(backend: Backend) -> R<BatchCompute> {
-        let alloc = GraphAllocator::new(&backend)?;
+    /// Batched steps computed on `backend` (an instance of the device the weights live on),
+    /// their device placements recorded under `label` (see [`crate::ggml::fallbacks`]).
+    pub fn new(backend: Backend, label: &'static str) -> R<BatchCompute> {
+        let alloc = GraphAllocator::labelled(&backend, label)?;
         Ok(BatchCompute { backend, alloc })
     }
 
     /// The backend the batches compute on.
     pub fn backend(&self) -> &Backend {
         &self.backend
+    }
+
+    /// Computes `g` (allocated last by [`BatchCompute::alloc_graph`]) with every column's bits
+    /// independent of the batch's width (see [`crate::ggml::Backend::compute_column_stable`]).
+    pub(crate) fn compute_column_stable(&self, g: &crate::ggml::Graph<'_>) -> R<()> {
+        Ok(self.alloc.compute_column_stable(&self.backend, g)?)
     }
 
     /// Allocates `g`'s intermediate tensors in the batches' graph memory.
@@ -186,7 +193,7 @@ impl Backbone {
         if let Some(idx) = pick {
             idx.set_i32(&wanted)?;
         }
-        compute.backend.compute_column_stable(&g)?;
+        compute.compute_column_stable(&g)?;
 
         let hidden = hidden.get_f32()?;
         let vocab = logits.map_or(0, |l| l.ne()[0] as usize);

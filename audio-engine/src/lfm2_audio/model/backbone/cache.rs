@@ -80,6 +80,7 @@ impl DecodeCache {
         cfg: &Lfm2Config,
         backend: &Backend,
         capacity: usize,
+        label: &'static str,
     ) -> Result<DecodeCache, BackboneError> {
         if capacity == 0 {
             return Err(BackboneError::Capacity {
@@ -138,7 +139,7 @@ impl DecodeCache {
         };
         let mut cache = DecodeCache {
             backend: backend.clone(),
-            alloc: GraphAllocator::new(backend)?,
+            alloc: GraphAllocator::labelled(backend, label)?,
             ctx,
             buffer,
             slots,

@@ -301,7 +301,7 @@ pub(super) fn run(
     cache.allocator().alloc_graph(&g)?;
     set_embed_inputs(&it, &inp)?;
     set_sequence_inputs(&seq, p0, n, bb.sliding_window)?;
-    cache.backend().compute(&g)?;
+    cache.allocator().compute(cache.backend(), &g)?;
 
     let mut out = ForwardOutput::default();
     if let Some((hidden, logits, n_rows)) = outs {

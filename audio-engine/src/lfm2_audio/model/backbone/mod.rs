@@ -166,6 +166,8 @@ pub struct Backbone {
     /// The backend the weights were loaded on ([`Backbone::new_cache`] computes on it).
     #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     backend: Backend,
+    /// What its graphs' device placements are recorded under ([`crate::ggml::fallbacks`]).
+    label: &'static str,
 }
 
 impl std::fmt::Debug for Backbone {
@@ -196,6 +198,7 @@ impl Backbone {
             audio_codes: None,
             sliding_window,
             backend: backend.clone(),
+            label: "backbone",
         })
     }
 
@@ -248,7 +251,14 @@ impl Backbone {
     /// on.
     #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn new_cache(&self, capacity: usize) -> Result<DecodeCache, BackboneError> {
-        DecodeCache::new(&self.config, &self.backend, capacity)
+        DecodeCache::new(&self.config, &self.backend, capacity, self.label)
+    }
+
+    /// This backbone with its graphs' device placements recorded under `label` (the
+    /// detokenizer's LFM2 apart from the main backbone; see [`crate::ggml::fallbacks`]).
+    pub(crate) fn with_label(mut self, label: &'static str) -> Backbone {
+        self.label = label;
+        self
     }
 
     /// A decode cache for `capacity` positions whose runs compute on `backend` (an instance of
@@ -258,7 +268,7 @@ impl Backbone {
         backend: &Backend,
         capacity: usize,
     ) -> Result<DecodeCache, BackboneError> {
-        DecodeCache::new(&self.config, backend, capacity)
+        DecodeCache::new(&self.config, backend, capacity, self.label)
     }
 
     /// Runs `positions` at the cache's next positions, writes them into the cache and returns

@@ -94,7 +94,7 @@ impl StepScheduler {
     pub fn new(backend: Backend, max_batch: usize) -> Result<StepScheduler, BackboneError> {
         Ok(StepScheduler {
             ticks: Arc::new(Ticks::new(max_batch)),
-            compute: Mutex::new(BatchCompute::new(backend)?),
+            compute: Mutex::new(BatchCompute::new(backend, "backbone")?),
         })
     }
 

@@ -189,7 +189,7 @@ impl Depthformer {
             let prev: Vec<i32> = active.iter().map(|&j| codes[j][i - 1] as i32).collect();
             idx.set_i32(&prev)?;
         }
-        compute.backend().compute_column_stable(&g)?;
+        compute.compute_column_stable(&g)?;
         Ok(logits.get_f32()?)
     }
 }

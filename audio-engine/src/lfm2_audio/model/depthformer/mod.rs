@@ -383,7 +383,7 @@ impl Depthformer {
             .map(|_| Context::metadata_with_graph(size, size))
             .collect::<Result<Vec<_>, _>>()?;
         let allocs = (0..self.codebooks())
-            .map(|_| GraphAllocator::new(backend))
+            .map(|_| GraphAllocator::labelled(backend, "depthformer"))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(DepthScratch {
             state: FrameState::new(&self.config, backend)?,
@@ -588,7 +588,7 @@ impl<'a> Runner<'a> {
                 t.set_i32(&[out[i - 1] as i32])?;
             }
             step.pos.set_i32(&[i as i32])?;
-            self.scratch.backend.compute(&step.graph)?;
+            self.scratch.allocs[i].compute(&self.scratch.backend, &step.graph)?;
             let logits = step.logits.get_f32()?;
             let code = match &mut feed {
                 Feed::Sample(s) => s.sample(&logits).map_err(|source| DepthError::Sample {

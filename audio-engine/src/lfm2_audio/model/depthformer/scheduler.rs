@@ -55,7 +55,7 @@ impl FrameScheduler {
     pub fn new(backend: Backend, max_batch: usize) -> Result<FrameScheduler, BackboneError> {
         Ok(FrameScheduler {
             ticks: Arc::new(Ticks::new(max_batch)),
-            compute: Mutex::new(BatchCompute::new(backend)?),
+            compute: Mutex::new(BatchCompute::new(backend, "depthformer")?),
         })
     }
 

@@ -31,6 +31,6 @@ pub(super) fn run(
     g.build_forward_expand(y)?;
     alloc.alloc_graph(&g)?;
     x.set_f32(hidden)?;
-    backend.compute(&g)?;
+    alloc.compute(backend, &g)?;
     Ok(y.get_f32()?)
 }

@@ -321,7 +321,7 @@ impl Detokenizer {
         // The receptive field, from the LFM2's layer kinds.
         let cfg = file.lfm2.config.clone();
         let tpath = display_path(&file.lfm2.gguf);
-        let backbone = Backbone::load(file.lfm2, backend)?;
+        let backbone = Backbone::load(file.lfm2, backend)?.with_label("detokenizer");
         let vb = backbone.weights().vb();
         let head = Linear {
             weight: vb.get(DENSE_2, &[hidden, out_width], Role::Matrix)?,
@@ -490,7 +490,7 @@ impl Detokenizer {
         let out = self
             .backbone
             .forward(&mut cache, &positions, Rows::All, false)?;
-        let alloc = GraphAllocator::new(cache.backend())?;
+        let alloc = GraphAllocator::labelled(cache.backend(), "detokenizer head")?;
         head::run(&self.head, cache.backend(), &alloc, &out.hidden, out.rows)
     }
 

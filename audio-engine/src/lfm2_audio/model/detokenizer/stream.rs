@@ -79,7 +79,9 @@ impl<'a> Core<'a> {
         self.in_segment = Some(in_segment + 1);
         let alloc = match &self.alloc {
             Some(a) => a,
-            None => self.alloc.insert(GraphAllocator::new(&self.backend)?),
+            None => self
+                .alloc
+                .insert(GraphAllocator::labelled(&self.backend, "detokenizer head")?),
         };
         let rows = head::run(&det.head, &self.backend, alloc, &out.hidden, out.rows)?;
         if det.warmup_frames > 0 {

@@ -132,7 +132,12 @@ impl AudioEncoder {
         mel: &[f32],
         n_frames: usize,
     ) -> EncodeResult<EncoderOutput> {
-        self.encode_in(backend, &GraphAllocator::new(backend)?, mel, n_frames)
+        self.encode_in(
+            backend,
+            &GraphAllocator::labelled(backend, "encoder")?,
+            mel,
+            n_frames,
+        )
     }
 
     /// [`AudioEncoder::encode`] with its graph's tensors in `alloc`'s buffer (for `backend`).
@@ -208,7 +213,7 @@ impl AudioEncoder {
         }
         mel_in.set_f32(&frames_major)?;
         pos_in.set_f32(&rel_pos_embedding(cfg.d_model, t_out))?;
-        backend.compute(&graph)?;
+        alloc.compute(backend, &graph)?;
 
         Ok(EncoderOutput {
             n_frames: t_out,
