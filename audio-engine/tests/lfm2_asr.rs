@@ -220,12 +220,7 @@ fn device_option_names_what_is_missing() {
         let err = Lfm2Audio::from_package(ModelPackage::open_paths(paths.clone()).unwrap(), opts)
             .unwrap_err();
         // The whole chain, as a binary's `{:#}` prints it.
-        let mut msg = err.to_string();
-        let mut source = std::error::Error::source(&err);
-        while let Some(e) = source {
-            msg.push_str(&format!(": {e}"));
-            source = e.source();
-        }
+        let msg = common::error_chain(&err);
         assert!(msg.contains(&device.to_string()), "{msg}");
         assert!(msg.contains(device.feature().unwrap()), "{msg}");
     }

@@ -48,6 +48,7 @@ async fn health_models_metrics_and_the_task_routes() {
         ("active_slots", json!(0)),
         ("queued_requests", json!(0)),
         ("max_parallel_slots", json!(2)),
+        ("device", json!("CPU")),
     ] {
         assert_eq!(e[k], v, "{k}");
     }

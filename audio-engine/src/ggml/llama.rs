@@ -164,6 +164,24 @@ extern "C" fn fill_tensor(tensor: *mut sys::ggml_tensor, ud: *mut c_void) {
     unsafe { sys::ggml_backend_tensor_set(tensor, data.as_ptr().cast(), 0, n_bytes) };
 }
 
+/// libllama's model parameters as this crate loads models with.
+///
+/// why no layers on a Vulkan device: libllama offloads every layer to the GPUs it finds, and
+/// ggml's Vulkan backend has no kernel for the gated delta net's cache form (vendor patch 0001),
+/// which updates the recurrent state in place; with that state in device memory no backend can
+/// run the op, and ggml aborts. So in a `vulkan` build the decoder stays on the CPU. CUDA and
+/// Metal have the kernel (patch 0002) and keep libllama's default (all layers on the GPU).
+fn model_params() -> sys::llama_model_params {
+    // SAFETY: plain value constructor.
+    #[allow(unused_mut)]
+    let mut params = unsafe { sys::llama_model_default_params() };
+    #[cfg(all(feature = "vulkan", not(any(feature = "cuda", feature = "metal"))))]
+    {
+        params.n_gpu_layers = 0;
+    }
+    params
+}
+
 impl LlamaModel {
     /// Loads a GGUF model file (CPU; weights memory-mapped).
     pub fn load(path: &Path) -> Result<LlamaModel> {
@@ -172,8 +190,7 @@ impl LlamaModel {
             path: path.display().to_string(),
         };
         let c_path = CString::new(path.to_string_lossy().as_bytes()).map_err(|_| err())?;
-        // SAFETY: plain value constructor.
-        let params = unsafe { sys::llama_model_default_params() };
+        let params = model_params();
         // SAFETY: `c_path` is a valid C string for the call; libllama copies what it keeps.
         let raw = unsafe { sys::llama_model_load_from_file(c_path.as_ptr(), params) };
         NonNull::new(raw)
@@ -201,8 +218,7 @@ impl LlamaModel {
         let gguf = CGguf::from_bytes(&bytes)
             .ok_or_else(|| LlamaError::FromMetadata("ggml rejected the metadata".into()))?;
         let mut state = FillState { fill, error: None };
-        // SAFETY: plain value constructor.
-        let params = unsafe { sys::llama_model_default_params() };
+        let params = model_params();
         // SAFETY: `gguf` outlives the call (libllama borrows it); `state` outlives the call and
         // is only accessed by `fill_tensor` during it.
         let raw = unsafe {
@@ -435,6 +451,13 @@ impl LlamaContext {
         p.n_threads = opts.n_threads;
         p.n_threads_batch = opts.n_threads;
         p.no_perf = true;
+        // why: with the layers on the CPU (a `vulkan` build, see `model_params`), libllama would
+        // still send large batches' products to the device, so the decoder's bytes would depend
+        // on the batch size and the build.
+        #[cfg(all(feature = "vulkan", not(any(feature = "cuda", feature = "metal"))))]
+        {
+            p.op_offload = false;
+        }
         if opts.exact_attention {
             p.type_k = sys::GGML_TYPE_F32;
             p.type_v = sys::GGML_TYPE_F32;

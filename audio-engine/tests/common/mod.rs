@@ -10,3 +10,14 @@ pub mod package;
 pub mod scratch;
 pub mod upstream;
 pub mod wav;
+
+/// `e` and every source below it, joined with `: ` (what a binary prints with `{:#}`).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut msg = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        msg.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    msg
+}

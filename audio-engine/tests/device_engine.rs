@@ -1,6 +1,7 @@
-//! The LFM2-Audio engine on ggml's Vulkan backend (`ModelOptions::device = vulkan:0`) against
-//! the same jobs on the CPU: ASR, TTS and a two-turn speech-to-speech conversation with history
-//! on the tiny packages (F32 and Q4_0).
+//! The LFM2-Audio engine on a device (`ModelOptions::device`: `vulkan:0` in a `vulkan` build,
+//! `cuda:0` in a `cuda` one, or the device `LFM2E_TEST_DEVICE` names) against the same jobs on
+//! the CPU: ASR, TTS and a two-turn speech-to-speech conversation with history on the tiny
+//! packages (F32 and Q4_0).
 //!
 //! On the device, the weights live in device buffers, the decode caches and the depthformer's
 //! frame state in device memory, and every graph runs through ggml's backend scheduler with the
@@ -19,10 +20,10 @@
 //! - the report of which graph ops ran on the CPU fallback, per component, printed, with every
 //!   component's graphs placed mostly on the device.
 //!
-//! Runs on any Vulkan device; CI would use Mesa's lavapipe, which ggml lists only when
-//! `GGML_VK_VISIBLE_DEVICES` names it (set to `0` here when unset). Without a Vulkan device each
-//! test prints why and passes.
-#![cfg(feature = "vulkan")]
+//! Vulkan runs on Mesa's lavapipe, which ggml lists only when `GGML_VK_VISIBLE_DEVICES` names it
+//! (set to `0` here when unset). Without the device each test prints why and passes. The
+//! tolerances below were measured on lavapipe; another device may need its own.
+#![cfg(any(feature = "vulkan", feature = "cuda", feature = "metal"))]
 
 mod common;
 
@@ -41,8 +42,18 @@ use audio_engine::lfm2_audio::{
 use common::package::{package, rel};
 use common::wav::mono_i16;
 
-/// Whether a Vulkan device is there (printing why not when it is not).
-fn have_vulkan() -> bool {
+/// The device under test: `LFM2E_TEST_DEVICE`, else the first this build has.
+fn device() -> Device {
+    match std::env::var("LFM2E_TEST_DEVICE") {
+        Ok(s) => s.parse().expect("LFM2E_TEST_DEVICE"),
+        Err(_) if cfg!(feature = "vulkan") => Device::Vulkan(0),
+        Err(_) if cfg!(feature = "cuda") => Device::Cuda(0),
+        Err(_) => Device::Metal,
+    }
+}
+
+/// Whether the device under test is there (printing why not when it is not).
+fn have_device() -> bool {
     static HAVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *HAVE.get_or_init(|| {
         if std::env::var_os("GGML_VK_VISIBLE_DEVICES").is_none() {
@@ -51,17 +62,17 @@ fn have_vulkan() -> bool {
             // inside ggml yet.
             std::env::set_var("GGML_VK_VISIBLE_DEVICES", "0");
         }
-        match Backend::for_device(&Device::Vulkan(0)) {
+        match Backend::for_device(&device()) {
             Ok(b) => {
                 let desc = b.device().map(|d| d.description).unwrap_or_default();
-                println!("vulkan_engine: device {} ({desc})", b.name());
+                println!("device_engine: device {} ({desc})", b.name());
                 true
             }
             Err(GgmlError::Device(e @ DeviceError::NotFound { .. })) => {
-                println!("vulkan_engine: skipped, no Vulkan device: {e}");
+                println!("device_engine: skipped, no such device: {e}");
                 false
             }
-            Err(e) => panic!("vulkan:0 is listed but does not start: {e}"),
+            Err(e) => panic!("{} is listed but does not start: {e}", device()),
         }
     })
 }
@@ -173,12 +184,12 @@ fn common_steps(a: &str, b: &str) -> usize {
 }
 
 fn compare_with_cpu(ty: Quant, tolerance: f32) {
-    if !have_vulkan() {
+    if !have_device() {
         return;
     }
     let cpu = run_jobs(&engine(ty, Device::Cpu), true);
     ggml::reset_fallbacks();
-    let vk = engine(ty, Device::Vulkan(0));
+    let vk = engine(ty, device());
     let dev = run_jobs(&vk, true);
     let fallbacks = ggml::fallbacks();
 
@@ -231,7 +242,10 @@ fn compare_with_cpu(ty: Quant, tolerance: f32) {
         let f = fallbacks
             .get(label)
             .unwrap_or_else(|| panic!("{ty:?}: no graphs recorded for {label}: {fallbacks:?}"));
-        println!("{ty:?} {label}: {} graphs; widest: {}", f.graphs, f.widest);
+        println!(
+            "{ty:?} {label}: {} graphs; widest: {}; fewest bytes across in one graph: {}",
+            f.graphs, f.widest, f.fewest_bytes
+        );
         assert!(f.graphs > 0);
         assert!(
             f.widest.device_nodes > f.widest.cpu_nodes(),
@@ -282,12 +296,12 @@ fn teacher_forced(ty: Quant, backend: &Backend) -> (Vec<Vec<f32>>, Vec<f32>) {
 }
 
 fn teacher_forced_match(ty: Quant, tolerance: f32) {
-    if !have_vulkan() {
+    if !have_device() {
         return;
     }
     let cpu = Backend::cpu().unwrap();
     cpu.set_n_threads(1).unwrap();
-    let vk = Backend::for_device(&Device::Vulkan(0)).unwrap();
+    let vk = Backend::for_device(&device()).unwrap();
     let (want_rows, want_audio) = teacher_forced(ty, &cpu);
     let (got_rows, got_audio) = teacher_forced(ty, &vk);
     let backbone = got_rows
@@ -310,43 +324,40 @@ fn teacher_forced_match(ty: Quant, tolerance: f32) {
 // multiplies Q4_0 rows by activations quantized to Q8_0, the device by F16/F32 ones).
 
 #[test]
-fn f32_components_on_vulkan_match_the_cpu() {
+fn f32_components_on_the_device_match_the_cpu() {
     teacher_forced_match(Quant::F32, 5e-3);
 }
 
 #[test]
-fn q4_0_components_on_vulkan_match_the_cpu() {
+fn q4_0_components_on_the_device_match_the_cpu() {
     teacher_forced_match(Quant::Q4_0, 0.1);
 }
 
 #[test]
-fn f32_jobs_on_vulkan_match_the_cpu() {
+fn f32_jobs_on_the_device_match_the_cpu() {
     compare_with_cpu(Quant::F32, 5e-3);
 }
 
 #[test]
-fn q4_0_jobs_on_vulkan_match_the_cpu() {
+fn q4_0_jobs_on_the_device_match_the_cpu() {
     compare_with_cpu(Quant::Q4_0, 0.1);
 }
 
 #[test]
 fn a_missing_device_is_named() {
-    if !have_vulkan() {
+    if !have_device() {
         return;
     }
     let opts = ModelOptions {
-        device: Some(Device::Vulkan(7)),
+        device: Some(match device() {
+            Device::Cuda(_) => Device::Cuda(7),
+            _ => Device::Vulkan(7),
+        }),
         ..ModelOptions::default()
     };
     let err = Lfm2Audio::from_package(ModelPackage::open_paths(package(Quant::F32)).unwrap(), opts)
         .unwrap_err();
-    let mut msg = err.to_string();
-    let mut source = std::error::Error::source(&err);
-    while let Some(e) = source {
-        msg.push_str(&format!(": {e}"));
-        source = e.source();
-    }
-    let err = msg;
-    assert!(err.contains("vulkan:7"), "{err}");
+    let err = common::error_chain(&err);
+    assert!(err.contains(":7"), "{err}");
     assert!(err.contains("no such device"), "{err}");
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The engine on ggml's Vulkan backend, run on Mesa's lavapipe (a software Vulkan device), against
+# the CPU: audio-engine's `vulkan_ops` (each op of the LFM2-Audio graphs) and `device_engine`
+# (ASR, TTS and multi-turn S2S on the tiny packages, teacher-forced component errors, caches on
+# and off, the CPU-fallback report per component).
+#
+#   scripts/vulkan-check.sh
+#
+# As root on Debian 12 it installs what it needs: CMake, the Vulkan headers and loader, glslc and
+# SPIRV-Headers from bookworm, and Mesa's Vulkan drivers from bookworm-backports (lavapipe from
+# Mesa 22.3, bookworm's own, corrupts the heap under ggml's shaders; 25.0 does not). Elsewhere
+# install the equivalents first. Prints each stage's time; exits non-zero when a test fails.
+#
+# Cold, lavapipe compiles every pipeline the tests use the first time (about 9 minutes on a
+# 2-core machine; Mesa caches them in ~/.cache/mesa_shader_cache, and a warm run takes about a
+# minute), and the ggml build with the Vulkan backend compiles ggml's shaders (about 9 minutes).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+stage() { echo "vulkan-check: $1 after $(( $(date +%s) - start )) s"; }
+
+if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ] && grep -q bookworm /etc/os-release 2>/dev/null; then
+  if ! apt-cache policy mesa-vulkan-drivers 2>/dev/null | grep -q bpo12; then
+    cat > /etc/apt/sources.list.d/lfm2e-bookworm-backports.sources <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+    apt-get update || true
+  fi
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+           cmake libvulkan-dev glslc spirv-headers &&
+         DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+           -t bookworm-backports mesa-vulkan-drivers; }; then
+    echo "vulkan-check: could not install the Vulkan packages: skipped" >&2
+    exit 0
+  fi
+  stage "packages installed"
+fi
+
+# why: ggml lists CPU-type Vulkan devices (lavapipe) only when named here.
+export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0}
+cargo test -p audio-engine --locked --features vulkan --test vulkan_ops --test device_engine --no-run
+stage "built"
+set +e
+cargo test -p audio-engine --locked --features vulkan --test vulkan_ops --test device_engine \
+  -- --test-threads=1 2>&1 | grep -v '^ggml_vulkan:'
+status=${PIPESTATUS[0]}
+set -e
+stage "tests finished (exit $status)"
+exit "$status"
