@@ -53,6 +53,7 @@ impl BatchCompute {
     }
 
     /// The backend the batches compute on.
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
     pub fn backend(&self) -> &Backend {
         &self.backend
     }
