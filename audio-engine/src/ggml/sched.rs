@@ -49,6 +49,9 @@ pub(crate) struct SchedInner {
     backends: Vec<Backend>,
     /// Node and leaf capacity of the scheduler's hash set.
     graph_size: usize,
+    /// The address of each backend's `ggml_backend`, in `backends`' order: what a node's
+    /// assignment is compared with (an address only, never dereferenced).
+    addresses: Vec<usize>,
 }
 
 impl Drop for SchedInner {
@@ -311,6 +314,7 @@ impl Scheduler {
                 }),
                 backends,
                 graph_size,
+                addresses: raws.iter().map(|&r| r as usize).collect(),
             }),
         })
     }
@@ -477,12 +481,34 @@ impl Scheduler {
     /// [`Scheduler::alloc_graph`]) runs on, in execution order.
     pub fn placements(&self, graph: &Graph<'_>) -> Result<Vec<NodePlacement>> {
         let state = self.allocated(graph)?;
-        let n_backends = self.inner.backends.len();
-        let cpu = {
-            let g = self.inner.backends[n_backends - 1].lock();
-            g.as_ptr()
-        };
-        let mut out = Vec::new();
+        Ok(self
+            .assignments(&state, graph)
+            .into_iter()
+            .map(|(index, t, backend)| NodePlacement {
+                index,
+                name: t.name(),
+                op: t.op_name(),
+                backend: backend.map_or_else(
+                    || "<unassigned>".to_owned(),
+                    |b| self.inner.backends[b].name().to_owned(),
+                ),
+                on_fallback: self.is_fallback(backend),
+            })
+            .collect())
+    }
+
+    /// Each computing node of `graph` (the scheduler's current allocation, whose `state` is
+    /// held) with the index in `backends` of the backend it runs on.
+    ///
+    /// why addresses: a node's assignment is compared with the backends' addresses kept at
+    /// construction, so no backend is locked (a compute on it may be running) and no name is
+    /// built; this runs at every graph a device allocator places.
+    fn assignments<'g>(
+        &self,
+        state: &SchedState,
+        graph: &Graph<'g>,
+    ) -> Vec<(usize, Tensor<'g>, Option<usize>)> {
+        let mut out = Vec::with_capacity(graph.n_nodes());
         for index in 0..graph.n_nodes() {
             let Some(t) = graph.node(index) else { continue };
             if is_alias_op(t.header().op) {
@@ -493,70 +519,59 @@ impl Scheduler {
             let b = unsafe {
                 sys::ggml_backend_sched_get_tensor_backend(state.raw.as_ptr(), t.as_ptr())
             };
-            let backend = self
-                .inner
-                .backends
-                .iter()
-                .find(|be| be.lock().as_ptr() == b)
-                .map(|be| be.name().to_owned())
-                .unwrap_or_else(|| "<unassigned>".to_owned());
-            out.push(NodePlacement {
-                index,
-                name: t.name(),
-                op: t.op_name(),
-                backend,
-                on_fallback: n_backends > 1 && b == cpu,
-            });
+            let backend = self.inner.addresses.iter().position(|&a| a == b as usize);
+            out.push((index, t, backend));
         }
-        Ok(out)
+        out
+    }
+
+    /// Whether the backend at `index` is the CPU fallback of a device.
+    fn is_fallback(&self, index: Option<usize>) -> bool {
+        let n = self.inner.backends.len();
+        n > 1 && index == Some(n - 1)
     }
 
     /// The nodes of `graph` (allocated last) that run on the CPU fallback, by operation.
     pub fn fallback(&self, graph: &Graph<'_>) -> Result<FallbackReport> {
-        let placements = self.placements(graph)?;
-        let splits = {
-            let state = self.allocated(graph)?;
-            // SAFETY: the scheduler is live.
-            unsafe { sys::ggml_backend_sched_get_n_splits(state.raw.as_ptr()) }
-        };
+        let state = self.allocated(graph)?;
+        // SAFETY: the scheduler is live.
+        let splits = unsafe { sys::ggml_backend_sched_get_n_splits(state.raw.as_ptr()) };
         let mut report = FallbackReport {
             device: self.device().name().to_owned(),
             splits: usize::try_from(splits).unwrap_or(0),
             ..FallbackReport::default()
         };
-        let sources = self.allocated(graph)?.sources.clone();
         let two_sides = self.inner.backends.len() > 1;
-        let mut crossed: Vec<*mut sys::ggml_tensor> = Vec::new();
-        for p in placements {
-            if two_sides {
-                let Some(src) = sources.get(p.index) else {
+        let mut crossed: Vec<NonNull<sys::ggml_tensor>> = Vec::new();
+        for (index, node, backend) in self.assignments(&state, graph) {
+            let on_fallback = self.is_fallback(backend);
+            let sources = state.sources.get(index).filter(|_| two_sides);
+            for src in sources
+                .into_iter()
+                .flatten()
+                .filter_map(|&s| NonNull::new(s))
+            {
+                // SAFETY: a source of a graph member is live for the graph's lifetime.
+                let src_t = unsafe { Tensor::from_raw(src) };
+                let buffer = data_buffer(src_t);
+                if buffer.is_null() || crossed.contains(&src) {
                     continue;
-                };
-                for &src in src.iter().filter(|s| !s.is_null()) {
-                    // SAFETY: a source of a graph member is live for the graph's lifetime.
-                    let src_t = unsafe { Tensor::from_raw(NonNull::new_unchecked(src)) };
-                    let buffer = data_buffer(src_t);
-                    if buffer.is_null() || crossed.contains(&src) {
-                        continue;
-                    }
-                    // SAFETY: the buffer is live (retained by the context holding the tensor).
-                    let in_host = unsafe { sys::ggml_backend_buffer_is_host(buffer) };
-                    if in_host != p.on_fallback {
-                        crossed.push(src);
-                        report.copied_bytes += src_t.nbytes();
-                    }
+                }
+                // SAFETY: the buffer is live (retained by the context holding the tensor).
+                let in_host = unsafe { sys::ggml_backend_buffer_is_host(buffer) };
+                if in_host != on_fallback {
+                    crossed.push(src);
+                    report.copied_bytes += src_t.nbytes();
                 }
             }
-            if p.on_fallback {
-                *report.cpu_ops.entry(p.op).or_default() += 1;
+            if on_fallback {
+                *report.cpu_ops.entry(node.op_name()).or_default() += 1;
             } else {
                 report.device_nodes += 1;
                 // A graph output on the device is read back to the host.
-                if let Some(node) = graph.node(p.index).filter(|_| two_sides) {
-                    let hdr = node.header();
-                    if hdr.flags & (sys::GGML_TENSOR_FLAG_OUTPUT as i32) != 0 {
-                        report.copied_bytes += node.nbytes();
-                    }
+                let output = node.header().flags & (sys::GGML_TENSOR_FLAG_OUTPUT as i32) != 0;
+                if two_sides && output {
+                    report.copied_bytes += node.nbytes();
                 }
             }
         }
