@@ -2,7 +2,9 @@
 # The engine on ggml's Vulkan backend, run on Mesa's lavapipe (a software Vulkan device), against
 # the CPU: audio-engine's `vulkan_ops` (each op of the LFM2-Audio graphs) and `device_engine`
 # (ASR, TTS and multi-turn S2S on the tiny packages, teacher-forced component errors, caches on
-# and off, the CPU-fallback report per component).
+# and off, the CPU-fallback report per component); the gated delta net's cache form on the device
+# (ggml-sys `gdn_cache`, vendor/patches/0006) and the llm decoder with its layers and recurrent
+# state there (audio-engine `llm_inplace`: in place = gathered byte for byte, against the CPU).
 #
 #   scripts/vulkan-check.sh
 #
@@ -42,12 +44,20 @@ fi
 
 # why: ggml lists CPU-type Vulkan devices (lavapipe) only when named here.
 export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0}
-cargo test -p audio-engine --locked --features vulkan --test vulkan_ops --test device_engine --no-run
+features=(--features ggml-sys/vulkan,audio-engine/vulkan)
+cargo test -p audio-engine -p ggml-sys --locked "${features[@]}" --test vulkan_ops \
+  --test device_engine --test gdn_cache --test llm_inplace --no-run
 stage "built"
 set +e
 cargo test -p audio-engine --locked --features vulkan --test vulkan_ops --test device_engine \
   -- --test-threads=1 2>&1 | grep -v '^ggml_vulkan:'
 status=${PIPESTATUS[0]}
+stage "engine tests finished (exit $status)"
+# only the device cases of these two files (their CPU cases run in the main suite)
+cargo test -p audio-engine -p ggml-sys --locked "${features[@]}" --test gdn_cache \
+  --test llm_inplace -- --test-threads=1 --nocapture on_vulkan cache_on_the_cpu 2>&1 \
+  | grep -v '^ggml_vulkan:'
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 set -e
 stage "tests finished (exit $status)"
 exit "$status"

@@ -3,6 +3,10 @@
 //!
 //! libllama reads the switch once per process, so each path runs in a child process (this test
 //! binary re-run with `LLM_SCRIPT_DUMP` set); the parent compares the dumps.
+//!
+//! In a `vulkan` build the same script also runs with the layers and the recurrent state on a
+//! Vulkan device (vendor/patches/0006 runs the in-place update there), against the gathered path
+//! on the device and against the CPU.
 
 use audio_engine::llm::{Decoder, DecoderConfig, EvalObserver, RandomModel, Sampler, SeqId};
 use std::process::Command;
@@ -33,12 +37,72 @@ impl EvalObserver for GdnCounter {
     }
 }
 
-/// Everything a script run produced: logits bytes per step, and how the states were updated.
+/// Everything a script run produced: logits bytes per step, the tokens sampled, and how the
+/// states were updated.
 struct Run {
     logits: Vec<u8>,
-    steps: usize,
+    /// Where each step's logits end in `logits`.
+    step_ends: Vec<usize>,
+    /// (sequence, token) sampled at each step, in `step`'s order.
+    tokens: Vec<Vec<(SeqId, i32)>>,
     inplace: usize,
     gathered: usize,
+    /// Layers libllama put on a GPU device (its log's `offloaded N/M layers`).
+    offloaded: usize,
+}
+
+impl Run {
+    fn steps(&self) -> usize {
+        self.step_ends.len()
+    }
+
+    /// The logits bytes of step `i`.
+    fn step_logits(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.step_ends[i - 1] };
+        &self.logits[start..self.step_ends[i]]
+    }
+
+    fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut put = |v: usize| out.extend_from_slice(&(v as u64).to_le_bytes());
+        for v in [self.inplace, self.gathered, self.offloaded, self.steps()] {
+            put(v);
+        }
+        for (end, tokens) in self.step_ends.iter().zip(&self.tokens) {
+            put(*end);
+            put(tokens.len());
+            for &(seq, token) in tokens {
+                put(seq as usize);
+                put(token as usize);
+            }
+        }
+        out.extend_from_slice(&self.logits);
+        out
+    }
+
+    fn from_bytes(bytes: &[u8]) -> Run {
+        let mut at = 0;
+        let mut num = || {
+            let v = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+            at += 8;
+            v
+        };
+        let (inplace, gathered, offloaded, steps) = (num(), num(), num(), num());
+        let (mut step_ends, mut tokens) = (Vec::new(), Vec::new());
+        for _ in 0..steps {
+            step_ends.push(num());
+            let n = num();
+            tokens.push((0..n).map(|_| (num() as SeqId, num() as i32)).collect());
+        }
+        Run {
+            logits: bytes[at..].to_vec(),
+            step_ends,
+            tokens,
+            inplace,
+            gathered,
+            offloaded,
+        }
+    }
 }
 
 fn record(dec: &Decoder, out: &mut Vec<u8>) {
@@ -70,11 +134,12 @@ fn script(model: &RandomModel, n: u32, n_rs_seq: u32) -> Run {
     };
     let mut dec = Decoder::with_observer(&llm, cfg, Some(Box::new(obs))).unwrap();
     let mut logits = Vec::new();
-    let mut steps = 0;
+    let (mut step_ends, mut tokens) = (Vec::new(), Vec::new());
     let mut step = |dec: &mut Decoder, logits: &mut Vec<u8>| {
-        dec.step().unwrap();
+        let out = dec.step().unwrap();
+        tokens.push(out.iter().map(|o| (o.seq, o.token)).collect::<Vec<_>>());
         record(dec, logits);
-        steps += 1;
+        step_ends.push(logits.len());
     };
 
     let seqs: Vec<SeqId> = (0..n)
@@ -124,9 +189,11 @@ fn script(model: &RandomModel, n: u32, n_rs_seq: u32) -> Run {
     }
     Run {
         logits,
-        steps,
+        step_ends,
+        tokens,
         inplace: inplace.load(Ordering::Relaxed),
         gathered: gathered.load(Ordering::Relaxed),
+        offloaded: 0,
     }
 }
 
@@ -142,23 +209,46 @@ fn model_for(name: &str) -> RandomModel {
 fn child_main(path: &str) {
     let spec = std::env::var("LLM_SCRIPT_SPEC").unwrap();
     let parts: Vec<&str> = spec.split(',').collect();
-    let run = script(
+    let offloaded = Arc::new(AtomicUsize::new(0));
+    let seen = offloaded.clone();
+    audio_engine::llm::add_log_hook(move |line| {
+        // "load_tensors: offloaded 3/3 layers to GPU"
+        if let Some(rest) = line.split("offloaded ").nth(1) {
+            if let Some(Ok(n)) = rest.split('/').next().map(str::parse::<usize>) {
+                seen.store(n, Ordering::Relaxed);
+            }
+        }
+    });
+    let mut run = script(
         &model_for(parts[0]),
         parts[1].parse().unwrap(),
         parts[2].parse().unwrap(),
     );
-    let mut out = Vec::new();
-    for v in [run.steps, run.inplace, run.gathered] {
-        out.extend_from_slice(&(v as u64).to_le_bytes());
-    }
-    out.extend_from_slice(&run.logits);
-    std::fs::write(path, out).unwrap();
+    run.offloaded = offloaded.load(Ordering::Relaxed);
+    std::fs::write(path, run.to_bytes()).unwrap();
+}
+
+/// Where a child runs libllama's layers: wherever libllama puts them in this build, or (Vulkan
+/// builds) on the Vulkan devices named as `GGML_VK_VISIBLE_DEVICES` names them ("" is none).
+#[derive(Clone, Copy)]
+enum Devices<'a> {
+    Inherited,
+    #[cfg_attr(not(feature = "vulkan"), allow(dead_code))]
+    Vulkan(&'a str),
 }
 
 fn run_child(spec: &str, gather: bool) -> Run {
+    run_child_on(spec, gather, Devices::Inherited)
+}
+
+fn run_child_on(spec: &str, gather: bool, devices: Devices<'_>) -> Run {
     let dir = std::env::temp_dir();
+    let place = match devices {
+        Devices::Inherited => "inherited".to_string(),
+        Devices::Vulkan(d) => format!("vk{}", d.replace(',', "_")),
+    };
     let path = dir.join(format!(
-        "llm-inplace-{}-{}-{}.bin",
+        "llm-inplace-{}-{}-{}-{place}.bin",
         std::process::id(),
         spec.replace(',', "_"),
         gather
@@ -176,6 +266,9 @@ fn run_child(spec: &str, gather: bool) -> Run {
     if gather {
         cmd.env("GGML_GDN_STATE_GATHER", "1");
     }
+    if let Devices::Vulkan(d) = devices {
+        cmd.env("GGML_VK_VISIBLE_DEVICES", d);
+    }
     // Captured, so the child's own libtest summary does not mix into ours.
     let out = cmd.output().expect("spawn child");
     assert!(
@@ -186,13 +279,7 @@ fn run_child(spec: &str, gather: bool) -> Run {
     );
     let bytes = std::fs::read(&path).expect("child dump");
     let _ = std::fs::remove_file(&path);
-    let num = |i: usize| u64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap()) as usize;
-    Run {
-        steps: num(0),
-        inplace: num(1),
-        gathered: num(2),
-        logits: bytes[24..].to_vec(),
-    }
+    Run::from_bytes(&bytes)
 }
 
 #[test]
@@ -209,7 +296,7 @@ fn inplace_matches_gathered_path() {
                 let spec = format!("{model},{n},{n_rs}");
                 let a = run_child(&spec, false);
                 let b = run_child(&spec, true);
-                assert_eq!(a.steps, b.steps);
+                assert_eq!(a.steps(), b.steps());
                 assert!(!a.logits.is_empty());
                 if let Some(i) = a.logits.iter().zip(&b.logits).position(|(x, y)| x != y) {
                     panic!("{spec}: logits differ at byte {i} of {}", a.logits.len());
@@ -227,7 +314,7 @@ fn inplace_matches_gathered_path() {
                 assert!(b.gathered > 0, "{spec}: the gathered path never ran");
                 println!(
                     "{spec}: {} steps, {} logits bytes equal; in-place nodes {} (gathered {}), gather-mode nodes {}",
-                    a.steps,
+                    a.steps(),
                     a.logits.len(),
                     a.inplace,
                     a.gathered,
@@ -249,4 +336,89 @@ fn different_weights_change_the_logits() {
     let a = script(&RandomModel::tiny_qwen35(1), 2, 0);
     let b = script(&RandomModel::tiny_qwen35(2), 2, 0);
     assert_ne!(a.logits, b.logits);
+}
+
+/// On a Vulkan device (lavapipe in CI; `GGML_VK_VISIBLE_DEVICES`, default 0): every layer and
+/// the recurrent state on the device. The in-place update runs there (vendor/patches/0006) and
+/// gives the same logits, byte for byte, as the gathered path on the same device (the same
+/// kernel arithmetic; only the addresses differ). Against the CPU, logits agree within the
+/// device's rounding while the sampled tokens agree (the device sums in another order), and the
+/// tokens agree for most of the script.
+#[cfg(feature = "vulkan")]
+#[test]
+fn on_vulkan_inplace_matches_gathered_path() {
+    if std::env::var("LLM_SCRIPT_DUMP").is_ok() {
+        return;
+    }
+    let device = std::env::var("GGML_VK_VISIBLE_DEVICES").unwrap_or_else(|_| "0".into());
+    let probe = run_child_on("qwen35,1,0", false, Devices::Vulkan(&device));
+    if probe.offloaded == 0 {
+        println!("llm on Vulkan: skipped, no Vulkan device {device:?} took the layers");
+        return;
+    }
+    for spec in ["qwen35,4,0", "qwen35,4,2", "qwen3next,4,0"] {
+        let a = run_child_on(spec, false, Devices::Vulkan(&device));
+        let b = run_child_on(spec, true, Devices::Vulkan(&device));
+        let cpu = run_child_on(spec, false, Devices::Vulkan(""));
+        assert!(
+            a.offloaded > 0 && b.offloaded > 0,
+            "{spec}: layers not on the device"
+        );
+        assert_eq!(cpu.offloaded, 0, "{spec}: the CPU run offloaded layers");
+        assert!(
+            a.inplace > 0,
+            "{spec}: the in-place op never ran on the device"
+        );
+        assert_eq!(
+            b.inplace, 0,
+            "{spec}: GGML_GDN_STATE_GATHER=1 still ran the in-place op"
+        );
+        assert_eq!(
+            a.tokens, b.tokens,
+            "{spec}: tokens differ between the paths"
+        );
+        if let Some(i) = a.logits.iter().zip(&b.logits).position(|(x, y)| x != y) {
+            panic!("{spec}: device logits differ from the gathered path at byte {i}");
+        }
+        assert_eq!(a.logits.len(), b.logits.len());
+
+        // against the CPU: step by step while every sampled token agrees
+        let mut agreed = 0;
+        let mut max_err = 0f32;
+        while agreed < a.steps() && agreed < cpu.steps() {
+            let floats = |b: &[u8]| -> Vec<f32> {
+                b.chunks_exact(4)
+                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                    .collect()
+            };
+            let (x, y) = (
+                floats(a.step_logits(agreed)),
+                floats(cpu.step_logits(agreed)),
+            );
+            assert_eq!(x.len(), y.len(), "{spec}: step {agreed} shapes differ");
+            // the sequence ids are stored as i32 in the same slots: exact where both agree
+            let err = x
+                .iter()
+                .zip(&y)
+                .map(|(p, q)| (p - q).abs() / (1.0 + q.abs()))
+                .fold(0f32, f32::max);
+            max_err = max_err.max(err);
+            if a.tokens[agreed] != cpu.tokens[agreed] {
+                break;
+            }
+            agreed += 1;
+        }
+        println!(
+            "{spec} on Vulkan: in place = gathered ({} logits bytes, {} in-place nodes); against \
+             the CPU, tokens agree for {agreed}/{} steps, max relative logit error {max_err:e}",
+            a.logits.len(),
+            a.inplace,
+            a.steps()
+        );
+        assert!(max_err < 1e-2, "{spec}: device logits far from the CPU's");
+        assert!(
+            agreed * 2 >= a.steps(),
+            "{spec}: tokens agree for {agreed} steps only"
+        );
+    }
 }

@@ -325,16 +325,34 @@ fn run(c: &Case, inp: &Inputs, path: Path, pools: &[Pool]) -> Output {
     let overhead = unsafe { 64 * sys::ggml_tensor_overhead() + sys::ggml_graph_overhead() };
     let ctx = Context::new(2 * data_bytes + overhead + (1 << 20), false);
     let t = input_tensors(&ctx, c, inp);
+    let (gf, out) = build(&ctx, c, &t, path);
+    let pool = pools.iter().find(|p| p.1 == c.n_threads);
+    pool.expect("a pool for every thread count").compute(gf);
+    Output {
+        attn: read_f32(out, c.attn_elems()),
+        cache: read_f32(t.cache, c.d() * c.n_rows()),
+    }
+}
+
+/// The graph of one path over the tensors `t` (all in `ctx`, or the cache in a live context of
+/// the same lifetime): the in-place op, or llama.cpp's gathered path. Returns the graph and the
+/// node holding the attention scores.
+fn build(
+    ctx: &Context,
+    c: &Case,
+    t: &Tensors,
+    path: Path,
+) -> (*mut sys::ggml_cgraph, *mut sys::ggml_tensor) {
     let fs = 4usize;
     let (s_v, d, n_seqs) = (c.s_v, c.d(), c.n_seqs);
-
-    // SAFETY: all tensors and the graph live in ctx, which outlives this block; the views stay
-    // inside their tensors (offsets and strides as llama.cpp's graph computes them).
-    let out = unsafe {
+    // SAFETY: all tensors and the graph live in ctx (the cache in a context that outlives it);
+    // the views stay inside their tensors (offsets and strides as llama.cpp's graph computes
+    // them).
+    unsafe {
         let gf = sys::ggml_new_graph(ctx.0);
         let out = match path {
             Path::InPlace => {
-                let out = cache_op(&ctx, c, &t);
+                let out = cache_op(ctx, c, t);
                 sys::ggml_build_forward_expand(gf, out);
                 out
             }
@@ -391,13 +409,7 @@ fn run(c: &Case, inp: &Inputs, path: Path, pools: &[Pool]) -> Output {
                 out
             }
         };
-        let pool = pools.iter().find(|p| p.1 == c.n_threads);
-        pool.expect("a pool for every thread count").compute(gf);
-        out
-    };
-    Output {
-        attn: read_f32(out, c.attn_elems()),
-        cache: read_f32(t.cache, c.d() * c.n_rows()),
+        (gf, out)
     }
 }
 
@@ -609,72 +621,119 @@ fn through_the_scheduler() {
     {
         let inp = make_inputs(&c, 0xabc + n, &initial_cache(&c));
         let direct = run(&c, &inp, Path::InPlace, &pools);
-
-        // SAFETY: size queries.
-        let overhead = unsafe { 64 * sys::ggml_tensor_overhead() + sys::ggml_graph_overhead() };
-        let cache_ctx = Context::new(overhead, true);
-        let ctx = Context::new(overhead, true);
-        let t = Tensors {
-            cache: cache_ctx.tensor(sys::GGML_TYPE_F32, &[c.d(), c.n_rows()]),
-            ..input_tensors_unallocated(&ctx, &c)
-        };
-        // SAFETY: cache_ctx holds only the cache, allocated here in a CPU buffer that the guard
-        // frees after the scheduler; the graph and all its tensors live in ctx, which outlives
-        // the scheduler guard; data is copied in and out with the sizes of the tensors.
-        unsafe {
-            let buf = sys::ggml_backend_alloc_ctx_tensors(cache_ctx.0, cpu.0);
-            assert!(!buf.is_null());
-            let _buf = Guard(buf, sys::ggml_backend_buffer_free);
-            let out = cache_op(&ctx, &c, &t);
-            let gf = sys::ggml_new_graph(ctx.0);
-            sys::ggml_build_forward_expand(gf, out);
-
-            let mut backends = [cpu.0];
-            let sched = sys::ggml_backend_sched_new(
-                backends.as_mut_ptr(),
-                ptr::null_mut(),
-                1,
-                256,
-                false,
-                true,
-            );
-            assert!(!sched.is_null());
-            let sched = Guard(sched, sys::ggml_backend_sched_free);
-            assert!(sys::ggml_backend_sched_alloc_graph(sched.0, gf));
-            let set = |t: *mut sys::ggml_tensor, p: *const c_void| {
-                sys::ggml_backend_tensor_set(t, p, 0, sys::ggml_nbytes(t))
-            };
-            set(t.q, inp.q.as_ptr() as _);
-            set(t.k, inp.k.as_ptr() as _);
-            set(t.v, inp.v.as_ptr() as _);
-            set(t.g, inp.g.as_ptr() as _);
-            set(t.beta, inp.beta.as_ptr() as _);
-            set(t.cache, inp.cache.as_ptr() as _);
-            set(t.rows_in, c.rows_in().as_ptr() as _);
-            set(t.rows_out, c.rows_out().as_ptr() as _);
-            assert_eq!(
-                sys::ggml_backend_sched_graph_compute(sched.0, gf),
-                sys::GGML_STATUS_SUCCESS
-            );
-            assert_eq!(
-                sys::ggml_backend_sched_get_tensor_backend(sched.0, out),
-                cpu.0,
-                "the op runs where the cache is"
-            );
-
-            let mut attn = vec![0.0f32; c.attn_elems() as usize];
-            let mut cache = vec![0.0f32; (c.d() * c.n_rows()) as usize];
-            sys::ggml_backend_tensor_get(out, attn.as_mut_ptr() as _, 0, attn.len() * 4);
-            sys::ggml_backend_tensor_get(t.cache, cache.as_mut_ptr() as _, 0, cache.len() * 4);
-            assert_eq!(bytes_differing(&attn, &direct.attn), 0, "{c:?}");
-            assert_eq!(bytes_differing(&cache, &direct.cache), 0, "{c:?}");
-        }
+        let scheduled = run_scheduled(&c, &inp, Path::InPlace, &[cpu.0]);
+        assert!(
+            scheduled.elsewhere.is_empty(),
+            "the op runs where the cache is"
+        );
+        assert_eq!(
+            bytes_differing(&scheduled.out.attn, &direct.attn),
+            0,
+            "{c:?}"
+        );
+        assert_eq!(
+            bytes_differing(&scheduled.out.cache, &direct.cache),
+            0,
+            "{c:?}"
+        );
         n += 1;
     }
     println!(
         "gdn_cache: {n} cases through ggml_backend_sched, identical to the direct computation"
     );
     assert!(n > 0);
+}
+
+/// What one path computed through a scheduler, and where its nodes ran.
+struct Scheduled {
+    out: Output,
+    /// The ops of the compute nodes placed on another backend than the first.
+    elsewhere: Vec<String>,
+}
+
+/// Runs one path through a scheduler over `backends` (the first preferred, as the engine and
+/// llama.cpp order them): the cache in a buffer of the first backend, the rest allocated by the
+/// scheduler. Returns the attention scores, the cache afterwards and the nodes placed elsewhere.
+fn run_scheduled(
+    c: &Case,
+    inp: &Inputs,
+    path: Path,
+    backends: &[sys::ggml_backend_t],
+) -> Scheduled {
+    // SAFETY: size queries.
+    let overhead = unsafe { 64 * sys::ggml_tensor_overhead() + sys::ggml_graph_overhead() };
+    let cache_ctx = Context::new(overhead, true);
+    let ctx = Context::new(overhead, true);
+    let t = Tensors {
+        cache: cache_ctx.tensor(sys::GGML_TYPE_F32, &[c.d(), c.n_rows()]),
+        ..input_tensors_unallocated(&ctx, c)
+    };
+    // SAFETY: cache_ctx holds only the cache, allocated here in a buffer of backends[0] that the
+    // guard frees after the scheduler; the graph and all its tensors live in ctx, which outlives
+    // the scheduler guard; data is copied in and out with the sizes of the tensors.
+    unsafe {
+        let buf = sys::ggml_backend_alloc_ctx_tensors(cache_ctx.0, backends[0]);
+        assert!(!buf.is_null());
+        let _buf = Guard(buf, sys::ggml_backend_buffer_free);
+        let (gf, out) = build(&ctx, c, &t, path);
+
+        let mut backends = backends.to_vec();
+        let sched = sys::ggml_backend_sched_new(
+            backends.as_mut_ptr(),
+            ptr::null_mut(),
+            backends.len() as i32,
+            256,
+            false,
+            true,
+        );
+        assert!(!sched.is_null());
+        let sched = Guard(sched, sys::ggml_backend_sched_free);
+        assert!(sys::ggml_backend_sched_alloc_graph(sched.0, gf));
+        // the gathered path does not read rows_out (it writes back through views): unallocated
+        let set = |t: *mut sys::ggml_tensor, p: *const c_void| {
+            if !(*t).buffer.is_null() {
+                sys::ggml_backend_tensor_set(t, p, 0, sys::ggml_nbytes(t))
+            }
+        };
+        set(t.q, inp.q.as_ptr() as _);
+        set(t.k, inp.k.as_ptr() as _);
+        set(t.v, inp.v.as_ptr() as _);
+        set(t.g, inp.g.as_ptr() as _);
+        set(t.beta, inp.beta.as_ptr() as _);
+        set(t.cache, inp.cache.as_ptr() as _);
+        set(t.rows_in, c.rows_in().as_ptr() as _);
+        set(t.rows_out, c.rows_out().as_ptr() as _);
+        assert_eq!(
+            sys::ggml_backend_sched_graph_compute(sched.0, gf),
+            sys::GGML_STATUS_SUCCESS
+        );
+        let mut elsewhere = Vec::new();
+        for i in 0..sys::ggml_graph_n_nodes(gf) {
+            let node = sys::ggml_graph_node(gf, i);
+            let layout_only = [
+                sys::GGML_OP_NONE,
+                sys::GGML_OP_VIEW,
+                sys::GGML_OP_RESHAPE,
+                sys::GGML_OP_PERMUTE,
+                sys::GGML_OP_TRANSPOSE,
+            ];
+            if !layout_only.contains(&(*node).op)
+                && sys::ggml_backend_sched_get_tensor_backend(sched.0, node) != backends[0]
+            {
+                let name = std::ffi::CStr::from_ptr(sys::ggml_op_name((*node).op));
+                elsewhere.push(name.to_string_lossy().into_owned());
+            }
+        }
+
+        let mut attn = vec![0.0f32; c.attn_elems() as usize];
+        let mut cache = vec![0.0f32; (c.d() * c.n_rows()) as usize];
+        sys::ggml_backend_tensor_get(out, attn.as_mut_ptr() as _, 0, attn.len() * 4);
+        sys::ggml_backend_tensor_get(t.cache, cache.as_mut_ptr() as _, 0, cache.len() * 4);
+        Scheduled {
+            out: Output { attn, cache },
+            elsewhere,
+        }
+    }
 }
 
 /// The op's inputs without data (the scheduler allocates them); the cache is filled in by the
@@ -721,14 +780,14 @@ fn vulkan_backend() -> Option<Guard<sys::ggml_backend_t>> {
     }
 }
 
-/// The cache form on a scheduler with Vulkan first and the CPU as fallback: Vulkan has no
-/// kernel for it (0001 reports it unsupported there), so with the cache in a CPU buffer the op
-/// falls back to the CPU; its `q` comes from a Vulkan buffer (through a scale by 1), so data
-/// crosses from the device. Attention scores and the whole cache must be byte-identical to the
-/// direct CPU computation.
+/// The cache form on a scheduler with Vulkan first and the CPU as fallback, the cache in a CPU
+/// buffer: Vulkan has a kernel for it (0006), but the scheduler runs the op where its cache is
+/// (0001), so it runs on the CPU; its `q` comes from a Vulkan buffer (through a scale by 1), so
+/// data crosses from the device. Attention scores and the whole cache must be byte-identical to
+/// the direct CPU computation.
 #[cfg(feature = "vulkan")]
 #[test]
-fn through_the_scheduler_with_vulkan_falls_back_to_the_cpu() {
+fn through_the_scheduler_with_the_cache_on_the_cpu_runs_on_the_cpu() {
     let Some(vk) = vulkan_backend() else {
         println!("gdn_cache: skipped, no Vulkan device");
         return;
@@ -807,7 +866,7 @@ fn through_the_scheduler_with_vulkan_falls_back_to_the_cpu() {
             assert_eq!(
                 sys::ggml_backend_sched_get_tensor_backend(sched.0, out),
                 cpu.0,
-                "the cache op falls back to the CPU, where the cache is"
+                "the cache op runs on the CPU, where the cache is"
             );
 
             let mut attn = vec![0.0f32; c.attn_elems() as usize];
@@ -820,8 +879,109 @@ fn through_the_scheduler_with_vulkan_falls_back_to_the_cpu() {
         n += 1;
     }
     println!(
-        "gdn_cache: {n} cases with Vulkan first: the op fell back to the CPU, identical to the \
+        "gdn_cache: {n} cases with Vulkan first and the cache on the CPU: the op ran on the CPU, \
+         identical to the \
          direct computation"
     );
     assert!(n > 0);
+}
+
+/// On Vulkan (vendor/patches/0006), the cache in a device buffer: the in-place op runs on the
+/// device and equals, byte for byte, llama.cpp's gathered path computed there (get_rows, the
+/// upstream kernel, the write-back copies) over the whole matrix and S_v 64 and 128; rows outside
+/// rows_out stay untouched. Both agree with the CPU within float rounding: the device sums each
+/// column across lanes in another order.
+#[cfg(feature = "vulkan")]
+#[test]
+fn on_vulkan_in_place_equals_gathered_byte_for_byte() {
+    let Some(vk) = vulkan_backend() else {
+        println!("gdn_cache: skipped, no Vulkan device");
+        return;
+    };
+    // SAFETY: creates the CPU backend; null is checked.
+    let cpu = unsafe { sys::ggml_backend_cpu_init() };
+    assert!(!cpu.is_null());
+    let cpu = Guard(cpu, sys::ggml_backend_free);
+    let pools = [Pool::new(1)];
+    let wide = [64, 128].into_iter().flat_map(|s_v| {
+        [false, true].map(|kda| Case {
+            s_v,
+            k: 3,
+            t: 3,
+            n_seqs: 4,
+            rows_in: RowsIn::Plane(1),
+            kda,
+            hk_half: true,
+            n_threads: 1,
+        })
+    });
+    let cases: Vec<Case> = matrix()
+        .into_iter()
+        .filter(|c| c.n_threads == 1)
+        .chain(wide)
+        .collect();
+    let (mut failures, mut max_attn, mut max_cache) = (Vec::new(), 0f32, 0f32);
+    let max_abs = |a: &[f32], b: &[f32]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max)
+    };
+    for (n, c) in cases.iter().enumerate() {
+        let inp = make_inputs(c, 0x7c_0000 + n as u64, &initial_cache(c));
+        let in_place = run_scheduled(c, &inp, Path::InPlace, &[vk.0, cpu.0]);
+        let gathered = run_scheduled(c, &inp, Path::Gathered { write_back: true }, &[vk.0, cpu.0]);
+        let on_cpu = run(c, &inp, Path::InPlace, &pools);
+        let mut why = Vec::new();
+        for (path, s) in [("in place", &in_place), ("gathered", &gathered)] {
+            if !s.elsewhere.is_empty() {
+                why.push(format!("{path}: {:?} ran off the device", s.elsewhere));
+            }
+        }
+        let (da, dc) = (
+            bytes_differing(&in_place.out.attn, &gathered.out.attn),
+            bytes_differing(&in_place.out.cache, &gathered.out.cache),
+        );
+        if da + dc != 0 {
+            why.push(format!(
+                "{da} attention and {dc} cache bytes differ from the gathered path"
+            ));
+        }
+        let d = c.d() as usize;
+        let rows_out = c.rows_out();
+        for r in 0..c.n_rows() {
+            let after = &in_place.out.cache[r as usize * d..][..d];
+            let same = as_bytes(after) == as_bytes(&inp.cache[r as usize * d..][..d]);
+            match (rows_out.contains(&r), same) {
+                (false, false) => why.push(format!("untouched row {r} was modified")),
+                (true, true) => why.push(format!("row {r} of rows_out was not written")),
+                _ => {}
+            }
+        }
+        let (ea, ec) = (
+            max_abs(&in_place.out.attn, &on_cpu.attn),
+            max_abs(&in_place.out.cache, &on_cpu.cache),
+        );
+        (max_attn, max_cache) = (max_attn.max(ea), max_cache.max(ec));
+        if ea > 1e-5 || ec > 1e-5 {
+            why.push(format!(
+                "max |device - CPU|: attention {ea:e}, cache {ec:e}"
+            ));
+        }
+        if !why.is_empty() {
+            failures.push(format!("{c:?}: {}", why.join(", ")));
+        }
+    }
+    println!(
+        "gdn_cache on Vulkan: {} cases, every node on the device; in place = gathered byte for \
+         byte; max |device - CPU| attention {max_attn:e}, cache {max_cache:e}",
+        cases.len()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }

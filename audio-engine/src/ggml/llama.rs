@@ -164,22 +164,14 @@ extern "C" fn fill_tensor(tensor: *mut sys::ggml_tensor, ud: *mut c_void) {
     unsafe { sys::ggml_backend_tensor_set(tensor, data.as_ptr().cast(), 0, n_bytes) };
 }
 
-/// libllama's model parameters as this crate loads models with.
-///
-/// why no layers on a Vulkan device: libllama offloads every layer to the GPUs it finds, and
-/// ggml's Vulkan backend has no kernel for the gated delta net's cache form (vendor patch 0001),
-/// which updates the recurrent state in place; with that state in device memory no backend can
-/// run the op, and ggml aborts. So in a `vulkan` build the decoder stays on the CPU. CUDA and
-/// Metal have the kernel (patch 0002) and keep libllama's default (all layers on the GPU).
+/// libllama's model parameters as this crate loads models with: libllama's defaults, so every
+/// layer goes to the GPUs it finds (none in a CPU build). With the recurrent state in device
+/// memory, the gated delta net's in-place update runs on that device: Vulkan, CUDA and Metal
+/// have its kernel (vendor patches 0006 and 0002), and a device without one keeps libllama's
+/// gathered path (patch 0003 asks the device).
 fn model_params() -> sys::llama_model_params {
     // SAFETY: plain value constructor.
-    #[allow(unused_mut)]
-    let mut params = unsafe { sys::llama_model_default_params() };
-    #[cfg(all(feature = "vulkan", not(any(feature = "cuda", feature = "metal"))))]
-    {
-        params.n_gpu_layers = 0;
-    }
-    params
+    unsafe { sys::llama_model_default_params() }
 }
 
 impl LlamaModel {
@@ -451,13 +443,6 @@ impl LlamaContext {
         p.n_threads = opts.n_threads;
         p.n_threads_batch = opts.n_threads;
         p.no_perf = true;
-        // why: with the layers on the CPU (a `vulkan` build, see `model_params`), libllama would
-        // still send large batches' products to the device, so the decoder's bytes would depend
-        // on the batch size and the build.
-        #[cfg(all(feature = "vulkan", not(any(feature = "cuda", feature = "metal"))))]
-        {
-            p.op_offload = false;
-        }
         if opts.exact_attention {
             p.type_k = sys::GGML_TYPE_F32;
             p.type_v = sys::GGML_TYPE_F32;
