@@ -14,7 +14,8 @@
 //!   tiny model's 32-step TTS reply is too short to give audio, so its audio check compares none);
 //! - speech-to-speech: the tiny package's random weights give near-ties between logits, which
 //!   the small differences flip; the replies agree up to the printed step (at least the first
-//!   few), so only the teacher-forced checks bound the S2S error;
+//!   few), and the audio of the frames they agree on (all but the last, whose samples overlap
+//!   the next frame's) is within the audio tolerance of the CPU's;
 //! - on the device, a session that keeps prefill blocks and encoder outputs gives the same
 //!   bytes as one that keeps nothing;
 //! - the report of which graph ops ran on the CPU fallback, per component, printed, with every
@@ -219,14 +220,45 @@ fn compare_with_cpu(ty: Quant, tolerance: f32) {
         "{ty:?}: ASR: the first {asr} of {} characters agree with the CPU's",
         cpu.texts[0].chars().count()
     );
-    // S2S: the replies' shared prefix, printed.
+    // S2S: the replies' shared prefix, printed, and the audio of the frames in it, which must
+    // agree within the audio tolerance.
+    let mut frames_compared = 0;
     for (what, i) in [("TTS", 0), ("S2S turn 1", 1), ("S2S turn 2", 2)] {
         let n = common_prefix(&dev.steps[i], &cpu.steps[i]);
-        println!("{ty:?}: {what}: the first {n} steps agree with the CPU's");
+        let frames = |steps: &[ReplyStep]| {
+            steps
+                .iter()
+                .filter(|s| matches!(s, ReplyStep::Frame(_)))
+                .count()
+        };
+        // the last agreed frame's samples also depend on the next frame (the detokenizer's
+        // inverse STFT overlaps them): compare the frames before it
+        let (agreed, all) = (
+            frames(&cpu.steps[i][..n]).saturating_sub(1),
+            frames(&cpu.steps[i]),
+        );
+        let mut audio = String::new();
+        if agreed > 0 && !cpu.audio[i].is_empty() {
+            let per_frame = cpu.audio[i].len() / all;
+            let m = agreed * per_frame;
+            assert!(
+                dev.audio[i].len() >= m,
+                "{ty:?}: {what}: device audio too short"
+            );
+            let err = rel(&dev.audio[i][..m], &cpu.audio[i][..m]);
+            audio = format!(", their {agreed} frames' audio within {err:e} of the CPU's");
+            assert!(
+                err <= tolerance,
+                "{ty:?}: {what}: the agreed frames' audio is {err} from the CPU's"
+            );
+            frames_compared += agreed;
+        }
+        println!("{ty:?}: {what}: the first {n} steps agree with the CPU's{audio}");
         if what == "S2S turn 1" && exact {
             assert!(n >= 4, "{ty:?}: S2S turn 1 differs from its first steps");
         }
     }
+    println!("{ty:?}: audio compared over {frames_compared} agreed frames");
     assert!(
         cpu.audio.iter().skip(1).all(|a| !a.is_empty()),
         "{ty:?}: the S2S replies speak"

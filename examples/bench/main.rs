@@ -6,6 +6,7 @@
 //! cargo run --release --example bench --features llm -- [--quant Q4_0|Q8_0|F16|F32]
 //!     [--turns 4|10] [--threads N] [--frame-threads N] [--sessions N] [--load-core]
 //!     [--rounds R] [--json] [--liquid-python PATH] [--hf REPO[:QUANT] [--offline]]
+//!     [--prefill-ab CONTEXTS [--prefill-len N]]
 //! ```
 //!
 //! - The package is written once per quantization (deterministic, seed 11) and cached (see
@@ -39,6 +40,7 @@
 mod common;
 mod encoder;
 mod floor;
+mod prefill_ab;
 mod sweep;
 
 use std::collections::BTreeMap;
@@ -101,6 +103,17 @@ struct Args {
     /// (see `examples/bench/sweep.rs`); replaces the per-turn tables.
     #[arg(long, value_delimiter = ',', value_parser = value_parser!(u32).range(1..=16))]
     sweep: Vec<u32>,
+    /// Context lengths (e.g. `0,160,320,480,640`) at which to time our prefill of one block
+    /// against llama.cpp's, back to back and interleaved over `--rounds` (see
+    /// `examples/bench/prefill_ab.rs`); replaces the conversation.
+    #[arg(long, value_delimiter = ',', value_parser = value_parser!(u32).range(0..=32768))]
+    prefill_ab: Vec<u32>,
+    /// (profiling) Run only one side of `--prefill-ab`: `ours` or `llama` (for `perf record`).
+    #[arg(long, hide = true, value_parser = ["ours", "llama"])]
+    prefill_side: Option<String>,
+    /// Positions of the block `--prefill-ab` times (the issue's question block: 81).
+    #[arg(long, default_value_t = 81, value_parser = value_parser!(u32).range(1..=512))]
+    prefill_len: u32,
     /// Seconds between the starts of the sweep's sessions.
     #[arg(long, default_value_t = 1.5)]
     stagger: f64,
@@ -857,6 +870,9 @@ fn main() -> Result<()> {
         None => complete(&dir, a.quant).context("the package is incomplete")?,
     };
     let backbone = paths.backbone.clone();
+    if !a.prefill_ab.is_empty() {
+        return prefill_ab::run(&a, &backbone);
+    }
     let step_bytes = floor::step_bytes(&paths)?;
     let machine = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
