@@ -178,9 +178,9 @@ fn rel(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).fold(0f32, |e, (x, y)| e.max((x - y).abs())) / m
 }
 
-/// llama.cpp's logits for every position of `toks`, prefilled in one batch.
+/// llama.cpp's logits for every position of `toks`, prefilled in one batch (on the CPU, as ours).
 fn llama_logits(path: &Path, toks: &[u32]) -> Vec<f32> {
-    let model = LlamaModel::load(path).unwrap();
+    let model = LlamaModel::load_cpu(path).unwrap();
     let opts = ContextOptions {
         n_ctx: 512,
         exact_attention: true,

@@ -237,7 +237,7 @@ fn converted_backbone_logits_agree_with_llama_cpp() {
     );
     assert!(toks.len() > 8);
     // llama.cpp's own lfm2 on the same file.
-    let model = LlamaModel::load(&paths.backbone).unwrap();
+    let model = LlamaModel::load_cpu(&paths.backbone).unwrap();
     let opts = ContextOptions {
         exact_attention: true,
         ..Default::default()

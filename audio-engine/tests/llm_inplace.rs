@@ -56,7 +56,8 @@ impl Run {
         self.step_ends.len()
     }
 
-    /// The logits bytes of step `i`.
+    /// The logits bytes of step `i` (read by the device comparison only).
+    #[cfg_attr(not(feature = "vulkan"), allow(dead_code))]
     fn step_logits(&self, i: usize) -> &[u8] {
         let start = if i == 0 { 0 } else { self.step_ends[i - 1] };
         &self.logits[start..self.step_ends[i]]

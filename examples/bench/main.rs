@@ -178,6 +178,9 @@ struct Args {
     /// (internal) Time llama.cpp's parallel decode at the `--sweep` widths on this file.
     #[arg(long, hide = true)]
     llama_parallel_child: Option<PathBuf>,
+    /// (internal) llama.cpp's children put every layer on the CPU (ours runs there).
+    #[arg(long, hide = true)]
+    llama_cpu: bool,
     /// (internal) Prompt lengths for `--llama-child`.
     #[arg(long, hide = true, value_delimiter = ',')]
     lengths: Vec<u32>,
@@ -652,8 +655,7 @@ fn llama_child(a: &Args, backbone: &Path) -> Result<()> {
     }
     let decode_steps = a.decode_steps as usize;
     let t0 = Instant::now();
-    let model = LlamaModel::load(backbone)
-        .with_context(|| format!("libllama loading {}", backbone.display()))?;
+    let model = load_llama(a, backbone)?;
     let load_s = t0.elapsed().as_secs_f64();
     let n_ctx = (max_len + decode_steps + 16).div_ceil(256) * 256;
     let opts = ContextOptions {
@@ -705,9 +707,24 @@ fn llama_child(a: &Args, backbone: &Path) -> Result<()> {
     Ok(())
 }
 
+/// libllama's model for a llama.cpp child: on the CPU when ours runs there (`--llama-cpu`),
+/// else with libllama's defaults (every layer on the GPU it finds, as ours on a GPU).
+fn load_llama(a: &Args, backbone: &Path) -> Result<LlamaModel> {
+    let model = if a.llama_cpu {
+        LlamaModel::load_cpu(backbone)
+    } else {
+        LlamaModel::load(backbone)
+    };
+    model.with_context(|| format!("libllama loading {}", backbone.display()))
+}
+
 fn llama_round(a: &Args, backbone: &Path, lengths: &[usize]) -> Result<LlamaRun> {
     let lens: Vec<String> = lengths.iter().map(|l| l.to_string()).collect();
-    let out = Command::new(self_exe()?)
+    let mut cmd = Command::new(self_exe()?);
+    if a.llama_cpu {
+        cmd.arg("--llama-cpu");
+    }
+    let out = cmd
         .arg("--llama-child")
         .arg(backbone)
         .arg("--lengths")
@@ -828,7 +845,7 @@ fn pressure_pct(l: &Load) -> String {
 }
 
 fn main() -> Result<()> {
-    let a = Args::parse();
+    let mut a = Args::parse();
     if let Some(parent) = a.busy {
         return busy(parent);
     }
@@ -926,6 +943,8 @@ fn main() -> Result<()> {
         },
     )?;
     let load_s = t_load.elapsed().as_secs_f64();
+    // llama.cpp's children run where ours does: on the CPU unless ours is on a GPU
+    a.llama_cpu = model.device_name() == "CPU";
     let rss_model = status_bytes("VmRSS:").unwrap_or(0);
     println!(
         "load: {:.2} s, RSS {:.0} MiB after load ({:.0} MiB before)",

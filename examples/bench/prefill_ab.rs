@@ -85,7 +85,8 @@ pub fn run(a: &Args, backbone: &Path) -> Result<()> {
     let contexts: Vec<usize> = a.prefill_ab.iter().map(|&c| c as usize).collect();
     let longest = contexts.iter().max().copied().unwrap_or(0) + len;
     let ours = PrefillProbe::load(backbone, a.threads as usize)?;
-    let model = LlamaModel::load(backbone)
+    // on the CPU, where the probe runs ours
+    let model = LlamaModel::load_cpu(backbone)
         .with_context(|| format!("libllama loading {}", backbone.display()))?;
     let mut llama = Llama::new(&model, longest + 1, a.threads)?;
     println!(

@@ -270,8 +270,7 @@ pub fn steps_child(a: &Args, backbone: &Path) -> Result<()> {
 
 /// (child) llama.cpp's parallel decode of N sequences at each width: median seconds per step.
 pub fn llama_parallel_child(a: &Args, backbone: &Path) -> Result<()> {
-    let model = LlamaModel::load(backbone)
-        .with_context(|| format!("libllama loading {}", backbone.display()))?;
+    let model = super::load_llama(a, backbone)?;
     let n_vocab = model.n_vocab() as u32;
     let mut rng = Lcg(0x5EED_22B4);
     let mut out = Vec::new();
@@ -349,7 +348,10 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
     let llama_steps = if a.no_llama {
         BTreeMap::new()
     } else {
-        widths_of(&child(&common("--llama-parallel-child"))?)
+        // on the CPU, as the batched-step anchor it stands beside
+        let mut args = common("--llama-parallel-child");
+        args.push("--llama-cpu".into());
+        widths_of(&child(&args)?)
     };
     let mut points = Vec::new();
     for &n in &a.sweep {

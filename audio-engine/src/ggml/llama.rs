@@ -175,14 +175,26 @@ fn model_params() -> sys::llama_model_params {
 }
 
 impl LlamaModel {
-    /// Loads a GGUF model file (CPU; weights memory-mapped).
+    /// Loads a GGUF model file (weights memory-mapped), with every layer on the GPUs libllama
+    /// finds (none in a CPU build; see `model_params`).
     pub fn load(path: &Path) -> Result<LlamaModel> {
+        Self::load_with(path, model_params())
+    }
+
+    /// Loads a GGUF model file with every layer on the CPU, whatever devices the build has
+    /// (to compare against work that runs on the CPU).
+    pub fn load_cpu(path: &Path) -> Result<LlamaModel> {
+        let mut params = model_params();
+        params.n_gpu_layers = 0;
+        Self::load_with(path, params)
+    }
+
+    fn load_with(path: &Path, params: sys::llama_model_params) -> Result<LlamaModel> {
         init_backend();
         let err = || LlamaError::LoadFile {
             path: path.display().to_string(),
         };
         let c_path = CString::new(path.to_string_lossy().as_bytes()).map_err(|_| err())?;
-        let params = model_params();
         // SAFETY: `c_path` is a valid C string for the call; libllama copies what it keeps.
         let raw = unsafe { sys::llama_model_load_from_file(c_path.as_ptr(), params) };
         NonNull::new(raw)
