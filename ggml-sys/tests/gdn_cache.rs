@@ -609,10 +609,7 @@ impl<T: Copy> Drop for Guard<T> {
 /// cache in place exactly as when computed directly.
 #[test]
 fn through_the_scheduler() {
-    // SAFETY: creates the CPU backend; null is checked.
-    let cpu = unsafe { sys::ggml_backend_cpu_init() };
-    assert!(!cpu.is_null());
-    let cpu = Guard(cpu, sys::ggml_backend_free);
+    let cpu = cpu_backend();
     let pools = [Pool::new(4)];
     let mut n = 0;
     for c in matrix()
@@ -642,6 +639,54 @@ fn through_the_scheduler() {
         "gdn_cache: {n} cases through ggml_backend_sched, identical to the direct computation"
     );
     assert!(n > 0);
+}
+
+/// Copies the case's inputs into the backend tensors of `t`, `q`'s data into `q` (`t.q`, or
+/// another tensor the graph reads it from); tensors the scheduler did not allocate (the
+/// gathered path reads no `rows_out`) are skipped.
+///
+/// # Safety
+/// Every tensor of `t` and `q` is live; the allocated ones have the case's shapes.
+unsafe fn set_inputs(t: &Tensors, q: *mut sys::ggml_tensor, c: &Case, inp: &Inputs) {
+    let set = |t: *mut sys::ggml_tensor, p: *const c_void| {
+        // SAFETY: t is live (the caller's contract); when allocated it holds nbytes, which the
+        // case's data fills exactly.
+        unsafe {
+            if !(*t).buffer.is_null() {
+                sys::ggml_backend_tensor_set(t, p, 0, sys::ggml_nbytes(t))
+            }
+        }
+    };
+    set(q, inp.q.as_ptr() as _);
+    set(t.k, inp.k.as_ptr() as _);
+    set(t.v, inp.v.as_ptr() as _);
+    set(t.g, inp.g.as_ptr() as _);
+    set(t.beta, inp.beta.as_ptr() as _);
+    set(t.cache, inp.cache.as_ptr() as _);
+    set(t.rows_in, c.rows_in().as_ptr() as _);
+    set(t.rows_out, c.rows_out().as_ptr() as _);
+}
+
+/// A scheduler over `backends` (the first preferred; `op_offload` as ggml names it).
+fn scheduler(
+    backends: &[sys::ggml_backend_t],
+    op_offload: bool,
+) -> Guard<sys::ggml_backend_sched_t> {
+    let mut backends = backends.to_vec();
+    // SAFETY: the backends are live (callers keep their guards beyond the scheduler's); ggml
+    // copies the array; a null scheduler is checked.
+    let sched = unsafe {
+        sys::ggml_backend_sched_new(
+            backends.as_mut_ptr(),
+            ptr::null_mut(),
+            backends.len() as i32,
+            256,
+            false,
+            op_offload,
+        )
+    };
+    assert!(!sched.is_null());
+    Guard(sched, sys::ggml_backend_sched_free)
 }
 
 /// What one path computed through a scheduler, and where its nodes ran.
@@ -677,32 +722,9 @@ fn run_scheduled(
         let _buf = Guard(buf, sys::ggml_backend_buffer_free);
         let (gf, out) = build(&ctx, c, &t, path);
 
-        let mut backends = backends.to_vec();
-        let sched = sys::ggml_backend_sched_new(
-            backends.as_mut_ptr(),
-            ptr::null_mut(),
-            backends.len() as i32,
-            256,
-            false,
-            true,
-        );
-        assert!(!sched.is_null());
-        let sched = Guard(sched, sys::ggml_backend_sched_free);
+        let sched = scheduler(backends, true);
         assert!(sys::ggml_backend_sched_alloc_graph(sched.0, gf));
-        // the gathered path does not read rows_out (it writes back through views): unallocated
-        let set = |t: *mut sys::ggml_tensor, p: *const c_void| {
-            if !(*t).buffer.is_null() {
-                sys::ggml_backend_tensor_set(t, p, 0, sys::ggml_nbytes(t))
-            }
-        };
-        set(t.q, inp.q.as_ptr() as _);
-        set(t.k, inp.k.as_ptr() as _);
-        set(t.v, inp.v.as_ptr() as _);
-        set(t.g, inp.g.as_ptr() as _);
-        set(t.beta, inp.beta.as_ptr() as _);
-        set(t.cache, inp.cache.as_ptr() as _);
-        set(t.rows_in, c.rows_in().as_ptr() as _);
-        set(t.rows_out, c.rows_out().as_ptr() as _);
+        set_inputs(&t, t.q, c, inp);
         assert_eq!(
             sys::ggml_backend_sched_graph_compute(sched.0, gf),
             sys::GGML_STATUS_SUCCESS
@@ -780,6 +802,24 @@ fn vulkan_backend() -> Option<Guard<sys::ggml_backend_t>> {
     }
 }
 
+/// ggml's CPU backend.
+fn cpu_backend() -> Guard<sys::ggml_backend_t> {
+    // SAFETY: creates the CPU backend; null is checked.
+    let cpu = unsafe { sys::ggml_backend_cpu_init() };
+    assert!(!cpu.is_null());
+    Guard(cpu, sys::ggml_backend_free)
+}
+
+/// The Vulkan backend and the CPU's, or `None` (said on stdout) without a Vulkan device.
+#[cfg(feature = "vulkan")]
+fn vulkan_and_cpu() -> Option<(Guard<sys::ggml_backend_t>, Guard<sys::ggml_backend_t>)> {
+    let Some(vk) = vulkan_backend() else {
+        println!("gdn_cache: skipped, no Vulkan device");
+        return None;
+    };
+    Some((vk, cpu_backend()))
+}
+
 /// The cache form on a scheduler with Vulkan first and the CPU as fallback, the cache in a CPU
 /// buffer: Vulkan has a kernel for it (0006), but the scheduler runs the op where its cache is
 /// (0001), so it runs on the CPU; its `q` comes from a Vulkan buffer (through a scale by 1), so
@@ -788,14 +828,9 @@ fn vulkan_backend() -> Option<Guard<sys::ggml_backend_t>> {
 #[cfg(feature = "vulkan")]
 #[test]
 fn through_the_scheduler_with_the_cache_on_the_cpu_runs_on_the_cpu() {
-    let Some(vk) = vulkan_backend() else {
-        println!("gdn_cache: skipped, no Vulkan device");
+    let Some((vk, cpu)) = vulkan_and_cpu() else {
         return;
     };
-    // SAFETY: creates the CPU backend; null is checked.
-    let cpu = unsafe { sys::ggml_backend_cpu_init() };
-    assert!(!cpu.is_null());
-    let cpu = Guard(cpu, sys::ggml_backend_free);
     let pools = [Pool::new(4)];
     let mut n = 0;
     for c in matrix()
@@ -832,29 +867,9 @@ fn through_the_scheduler_with_the_cache_on_the_cpu_runs_on_the_cpu() {
             let gf = sys::ggml_new_graph(ctx.0);
             sys::ggml_build_forward_expand(gf, out);
 
-            let mut backends = [vk.0, cpu.0];
-            let sched = sys::ggml_backend_sched_new(
-                backends.as_mut_ptr(),
-                ptr::null_mut(),
-                2,
-                256,
-                false,
-                false,
-            );
-            assert!(!sched.is_null());
-            let sched = Guard(sched, sys::ggml_backend_sched_free);
+            let sched = scheduler(&[vk.0, cpu.0], false);
             assert!(sys::ggml_backend_sched_alloc_graph(sched.0, gf));
-            let set = |t: *mut sys::ggml_tensor, p: *const c_void| {
-                sys::ggml_backend_tensor_set(t, p, 0, sys::ggml_nbytes(t))
-            };
-            set(q_dev, inp.q.as_ptr() as _);
-            set(t.k, inp.k.as_ptr() as _);
-            set(t.v, inp.v.as_ptr() as _);
-            set(t.g, inp.g.as_ptr() as _);
-            set(t.beta, inp.beta.as_ptr() as _);
-            set(t.cache, inp.cache.as_ptr() as _);
-            set(t.rows_in, c.rows_in().as_ptr() as _);
-            set(t.rows_out, c.rows_out().as_ptr() as _);
+            set_inputs(&t, q_dev, &c, &inp);
             assert_eq!(
                 sys::ggml_backend_sched_graph_compute(sched.0, gf),
                 sys::GGML_STATUS_SUCCESS
@@ -894,14 +909,9 @@ fn through_the_scheduler_with_the_cache_on_the_cpu_runs_on_the_cpu() {
 #[cfg(feature = "vulkan")]
 #[test]
 fn on_vulkan_in_place_equals_gathered_byte_for_byte() {
-    let Some(vk) = vulkan_backend() else {
-        println!("gdn_cache: skipped, no Vulkan device");
+    let Some((vk, cpu)) = vulkan_and_cpu() else {
         return;
     };
-    // SAFETY: creates the CPU backend; null is checked.
-    let cpu = unsafe { sys::ggml_backend_cpu_init() };
-    assert!(!cpu.is_null());
-    let cpu = Guard(cpu, sys::ggml_backend_free);
     let pools = [Pool::new(1)];
     let wide = [64, 128].into_iter().flat_map(|s_v| {
         [false, true].map(|kda| Case {
