@@ -125,14 +125,13 @@ pub fn run(a: &Args, backbone: &Path) -> Result<()> {
                         .duration_since(std::time::UNIX_EPOCH)
                         .map_or(0.0, |d| d.as_secs_f64())
                 };
-                let (t0, s) = if side == "ours" {
-                    let s = run_ours()?;
-                    (now() - s, s)
+                let s = if side == "ours" {
+                    run_ours()?
                 } else {
-                    let s = llama.block(context, len)?.seconds;
-                    (now() - s, s)
+                    llama.block(context, len)?.seconds
                 };
-                println!("PREFILL_BLOCK {side} {context} {t0:.6} {:.6}", t0 + s);
+                let end = now();
+                println!("PREFILL_BLOCK {side} {context} {:.6} {end:.6}", end - s);
                 continue;
             }
             let (so, sl) = if r % 2 == 0 {
