@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
+use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext};
 use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::{step_anchor, Lfm2Audio, ReplyEvent};
 use serde_json::{json, Value};
