@@ -86,3 +86,94 @@ fn every_column_gets_its_bits_alone_at_every_width() {
         }
     }
 }
+
+/// `w x` for a repacked `Q4_0` weight `[k, rows]` on `threads` threads, with or without the VNNI
+/// column kernel, as bits (plain compute: the kernel is taken at every width either way).
+fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f32]) -> Vec<u32> {
+    let cols = x.len() as i64 / k;
+    let be = Backend::cpu()
+        .unwrap()
+        .with_weight_repack(true)
+        .with_vnni_q4_0(vnni);
+    assert_eq!(
+        be.vnni_q4_0(),
+        vnni,
+        "the kernel is built (checked by the caller)"
+    );
+    be.set_n_threads(threads).unwrap();
+    let spec = TensorSpec {
+        name: "w",
+        ty: GgmlType::Q4_0,
+        ne: &[k, rows],
+        data: Some(w),
+    };
+    let opts = LoadOptions {
+        mapping: None,
+        may_repack: &|_| true,
+    };
+    let store = WeightStore::load(&be, &[spec], opts).unwrap();
+    assert_eq!(store.placement().repacked, 1, "the weight is repacked");
+    let ctx = Context::metadata(16).unwrap();
+    let xt = ctx.new_tensor_2d(GgmlType::F32, k, cols).unwrap();
+    xt.set_input();
+    let y = ctx
+        .mul_mat(ctx.param(&store.get("w").unwrap()), xt)
+        .unwrap();
+    y.set_output();
+    let mut g = ctx.new_graph(16).unwrap();
+    g.build_forward_expand(y).unwrap();
+    GraphAllocator::new(&be).unwrap().alloc_graph(&g).unwrap();
+    xt.set_f32(x).unwrap();
+    be.compute(&g).unwrap();
+    y.get_f32().unwrap().iter().map(|v| v.to_bits()).collect()
+}
+
+/// Vendor patch 0007: the AVX-512 VNNI column kernel gives every column of a repacked `Q4_0`
+/// product the bits ggml's own kernels give it (its one-column gemv below four columns, its
+/// four-column gemm above), at every width, thread count and row tail (rows a multiple of 16,
+/// and 8 more), and so each column its bits alone.
+#[test]
+fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
+    if !audio_engine::ggml::vnni_q4_0_built() {
+        println!(
+            "SKIPPED: this build has no VNNI Q4_0 kernel (CPU variant {})",
+            cpu_variant()
+        );
+        return;
+    }
+    for (k, rows) in [(2048_i64, 264_i64), (8192, 64)] {
+        let wf: Vec<f32> = (0..k * rows)
+            .map(|i| (((i * 7919) % 2003) as f32 - 1001.0) / 3000.0)
+            .collect();
+        let w = audio_engine::ggml::quant::quantize(GgmlType::Q4_0, &wf, k as usize).unwrap();
+        let widths = [1_i64, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33];
+        let max = *widths.iter().max().unwrap();
+        let x: Vec<f32> = (0..k * max)
+            .map(|i| (((i * 104_729) % 1999) as f32 - 999.0) / 500.0)
+            .collect();
+        let n = rows as usize;
+        let col = |j: usize| &x[j * k as usize..(j + 1) * k as usize];
+        let alone: Vec<Vec<u32>> = (0..max as usize)
+            .map(|j| q4_0_product(true, 1, k, rows, &w, col(j)))
+            .collect();
+        for threads in [1, 2] {
+            for &cols in &widths {
+                let xs = &x[..(cols * k) as usize];
+                let ours = q4_0_product(true, threads, k, rows, &w, xs);
+                let ggml = q4_0_product(false, threads, k, rows, &w, xs);
+                assert!(
+                    ours == ggml,
+                    "k {k} rows {rows} width {cols} threads {threads}: the VNNI kernel's bits \
+                     differ from ggml's"
+                );
+                for j in 0..cols as usize {
+                    assert!(
+                        ours[j * n..(j + 1) * n] == alone[j][..],
+                        "k {k} rows {rows} width {cols} threads {threads}: column {j} differs \
+                         from its bits alone"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -9,12 +9,17 @@
 //! faults during the block are counted (first touches of fresh memory: our lazily mapped cache
 //! rows and a graph allocator that grew, llama.cpp's buffers reserved up front), and for ours
 //! the graph allocator's size before and after the block.
+//!
+//! Where ours computes `Q4_0` products with the VNNI column kernel (vendor patch 0007), a third
+//! side times ours again with ggml's own kernel (a second copy of the backbone), so the
+//! kernel's gain is read in the same run; the three rotate which goes first.
 
 use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
+use audio_engine::ggml::{vnni_q4_0_built, vnni_q4_0_by_default};
 use audio_engine::lfm2_audio::step_anchor::{minor_faults, PrefillProbe};
 
 use super::{median, Args};
@@ -84,30 +89,48 @@ pub fn run(a: &Args, backbone: &Path) -> Result<()> {
     let len = a.prefill_len as usize;
     let contexts: Vec<usize> = a.prefill_ab.iter().map(|&c| c as usize).collect();
     let longest = contexts.iter().max().copied().unwrap_or(0) + len;
-    let ours = PrefillProbe::load(backbone, a.threads as usize)?;
+    let vnni = vnni_q4_0_by_default() && vnni_q4_0_built();
+    let ours = PrefillProbe::load(backbone, a.threads as usize, vnni)?;
+    // ours again with ggml's own Q4_0 kernel, where ours takes the VNNI column kernel (patch 0007)
+    let stock = if vnni && a.prefill_side.is_none() {
+        Some(PrefillProbe::load(backbone, a.threads as usize, false)?)
+    } else {
+        None
+    };
     // on the CPU, where the probe runs ours
     let model = LlamaModel::load_cpu(backbone)
         .with_context(|| format!("libllama loading {}", backbone.display()))?;
     let mut llama = Llama::new(&model, longest + 1, a.threads)?;
     println!(
-        "prefill A/B on {}: a block of {len} positions after each context, ours and llama.cpp \
-         back to back ({} threads), {} round(s) alternating which goes first",
+        "prefill A/B on {}: a block of {len} positions after each context, ours{} and llama.cpp \
+         back to back ({} threads), {} round(s) rotating which goes first",
         backbone.display(),
+        if stock.is_some() {
+            ", ours with ggml's Q4_0 kernel"
+        } else {
+            ""
+        },
         a.threads,
         a.rounds
     );
-    // one untimed block each, so that neither side's first use counts
+    // one untimed block each, so that no side's first use counts
     ours.block(0, len, longest)?;
+    if let Some(st) = &stock {
+        st.block(0, len, longest)?;
+    }
     llama.block(0, len)?;
     println!(
-        "| context | ours ms (median, range) | llama.cpp ms (median, range) | ours pos/s | llama \
-         tok/s | ratio (llama / ours, median of pairs) | pairs >= 1.0 | faults ours / llama | \
-         our allocator grew |"
+        "| context | ours ms (median, range) | ours with ggml's Q4_0 kernel ms (median, range) | \
+         llama.cpp ms (median, range) | ours pos/s | llama tok/s | ratio (llama / ours, median \
+         of pairs) | pairs >= 1.0 | ratio (ggml kernel / ours) | faults ours / llama | our \
+         allocator grew |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let mut all_pairs = Vec::new();
+    let mut all_kernel = Vec::new();
     for &context in &contexts {
-        let (mut o, mut l, mut pairs) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut o, mut st, mut l, mut pairs, mut kernel) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let (mut of, mut lf, mut grew) = (Vec::new(), Vec::new(), 0);
         for r in 0..a.rounds {
             let mut run_ours = || -> Result<f64> {
@@ -134,45 +157,60 @@ pub fn run(a: &Args, backbone: &Path) -> Result<()> {
                 println!("PREFILL_BLOCK {side} {context} {:.6} {end:.6}", end - s);
                 continue;
             }
-            let (so, sl) = if r % 2 == 0 {
-                let so = run_ours()?;
-                (so, llama.block(context, len)?)
-            } else {
-                let sl = llama.block(context, len)?;
-                (run_ours()?, sl)
-            };
+            // sides 0 (ours), 1 (ours, ggml's kernel), 2 (llama.cpp), rotated by the round
+            let (mut so, mut ss, mut sl) = (f64::NAN, f64::NAN, None);
+            for k in 0..3 {
+                match (r + k) % 3 {
+                    0 => so = run_ours()?,
+                    1 => {
+                        if let Some(p) = &stock {
+                            ss = p.block(context, len, longest)?.seconds;
+                        }
+                    }
+                    _ => sl = Some(llama.block(context, len)?),
+                }
+            }
+            let sl = sl.context("llama.cpp's side ran")?;
             lf.push(sl.faults as f64);
             o.push(so);
             l.push(sl.seconds);
             pairs.push(sl.seconds / so);
+            if stock.is_some() {
+                st.push(ss);
+                kernel.push(ss / so);
+            }
         }
-        let (mo, ml) = (
-            median(&o).unwrap_or(f64::NAN),
-            median(&l).unwrap_or(f64::NAN),
-        );
-        let mp = median(&pairs).unwrap_or(f64::NAN);
+        let m = |v: &[f64]| median(v).unwrap_or(f64::NAN);
+        let (mo, ml) = (m(&o), m(&l));
         all_pairs.extend(pairs.iter().copied());
+        all_kernel.extend(kernel.iter().copied());
         println!(
-            "| {context} | {:.0} ({}) | {:.0} ({}) | {:.0} | {:.0} | {mp:.2}x | {}/{} | {:.0} / {:.0} | {grew}/{} |",
+            "| {context} | {:.0} ({}) | {:.0} ({}) | {:.0} ({}) | {:.0} | {:.0} | {:.2}x | {}/{} | {:.2}x | {:.0} / {:.0} | {grew}/{} |",
             mo * 1e3,
             spread(&o),
+            m(&st) * 1e3,
+            spread(&st),
             ml * 1e3,
             spread(&l),
             len as f64 / mo,
             len as f64 / ml,
+            m(&pairs),
             pairs.iter().filter(|&&p| p >= 1.0).count(),
             pairs.len(),
-            median(&of).unwrap_or(0.0),
-            median(&lf).unwrap_or(0.0),
+            m(&kernel),
+            m(&of),
+            m(&lf),
             a.rounds
         );
     }
     let lo = all_pairs.iter().copied().fold(f64::INFINITY, f64::min);
     println!(
-        "all pairs: median {:.2}x, lowest {lo:.2}x, {}/{} at or above 1.0",
+        "all pairs: median {:.2}x, lowest {lo:.2}x, {}/{} at or above 1.0; ggml's kernel / ours: \
+         median {:.2}x",
         median(&all_pairs).unwrap_or(f64::NAN),
         all_pairs.iter().filter(|&&p| p >= 1.0).count(),
-        all_pairs.len()
+        all_pairs.len(),
+        median(&all_kernel).unwrap_or(f64::NAN)
     );
     Ok(())
 }

@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext};
+use audio_engine::ggml::{vnni_q4_0_built, vnni_q4_0_by_default};
 use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::{step_anchor, Lfm2Audio, ReplyEvent};
 use serde_json::{json, Value};
@@ -250,19 +251,34 @@ fn child(args: &[String]) -> Result<Value> {
     Ok(serde_json::from_str(line)?)
 }
 
-/// (child) The batched backbone step alone at each width: median seconds per step.
+/// (child) The batched backbone step alone at each width: median seconds per step, with the
+/// `Q4_0` kernel the sessions use (`step_s`) and, where that is the VNNI column kernel, with
+/// ggml's own (`step_ggml_s`), measured after it in the same process.
 pub fn steps_child(a: &Args, backbone: &Path) -> Result<()> {
     let widths: Vec<usize> = a.sweep.iter().map(|&w| w as usize).collect();
-    let times = step_anchor::batched_step_seconds(
-        backbone,
-        &widths,
-        a.threads as usize,
-        ANCHOR_PROMPT,
-        ANCHOR_STEPS,
-    )?;
+    let time = |vnni: bool| {
+        step_anchor::batched_step_seconds(
+            backbone,
+            &widths,
+            a.threads as usize,
+            ANCHOR_PROMPT,
+            ANCHOR_STEPS,
+            vnni,
+        )
+    };
+    let vnni = vnni_q4_0_by_default() && vnni_q4_0_built();
+    let times = time(vnni)?;
+    let ggml: BTreeMap<usize, f64> = if vnni {
+        time(false)?.into_iter().collect()
+    } else {
+        BTreeMap::new()
+    };
     let out: Vec<Value> = times
         .into_iter()
-        .map(|(w, s)| json!({"width": w, "step_s": s}))
+        .map(|(w, s)| {
+            let g = ggml.get(&w).copied().unwrap_or(f64::NAN);
+            json!({"width": w, "step_s": s, "step_ggml_s": g})
+        })
         .collect();
     println!("SWEEP_RESULT {}", json!({ "widths": out }));
     Ok(())
@@ -315,7 +331,7 @@ pub fn llama_parallel_child(a: &Args, backbone: &Path) -> Result<()> {
     Ok(())
 }
 
-fn widths_of(v: &Value) -> BTreeMap<usize, f64> {
+fn widths_of(v: &Value, key: &str) -> BTreeMap<usize, f64> {
     v["widths"]
         .as_array()
         .map(|a| {
@@ -323,7 +339,7 @@ fn widths_of(v: &Value) -> BTreeMap<usize, f64> {
                 .map(|w| {
                     (
                         w["width"].as_u64().unwrap_or(0) as usize,
-                        w["step_s"].as_f64().unwrap_or(f64::NAN),
+                        w[key].as_f64().unwrap_or(f64::NAN),
                     )
                 })
                 .collect()
@@ -344,14 +360,16 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
             a.threads.to_string(),
         ]
     };
-    let ours_steps = widths_of(&child(&common("--steps-child"))?);
+    let steps_result = child(&common("--steps-child"))?;
+    let ours_steps = widths_of(&steps_result, "step_s");
+    let ggml_steps = widths_of(&steps_result, "step_ggml_s");
     let llama_steps = if a.no_llama {
         BTreeMap::new()
     } else {
         // on the CPU, as the batched-step anchor it stands beside
         let mut args = common("--llama-parallel-child");
         args.push("--llama-cpu".into());
-        widths_of(&child(&args)?)
+        widths_of(&child(&args)?, "step_s")
     };
     let mut points = Vec::new();
     for &n in &a.sweep {
@@ -370,17 +388,22 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
         "| N | audio s / wall s | vs N=1 | stream RTF (median) | TTFA p50 ms | TTFA p95 ms | \
          newcomer TTFA ms | text step ms (stream) | tick width | longest audio gap in a prefill ms | \
          longest audio gap otherwise ms | \
-         peak RSS over model MiB | batched step ms | vs N=1 | llama.cpp N-seq step ms | ours / llama.cpp |"
+         peak RSS over model MiB | batched step ms | vs N=1 | llama.cpp N-seq step ms | ours / llama.cpp | \
+         batched step, ggml's Q4_0 kernel ms | vs N=1 |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let one_ggml = ggml_steps.get(&1).copied().unwrap_or(f64::NAN);
     let mut rows = Vec::new();
     for p in &points {
         let rate = p.audio / p.wall;
         let step = ours_steps.get(&p.n).copied().unwrap_or(f64::NAN);
         let llama = llama_steps.get(&p.n).copied().unwrap_or(f64::NAN);
+        let ggml = ggml_steps.get(&p.n).copied().unwrap_or(f64::NAN);
         println!(
             "| {} | {:.3} | {:.2}x | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0} | \
-             {:.1} | {:.2}x | {:.1} | {:.2}x |",
+             {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {:.2}x |",
             p.n,
             rate,
             rate / base_rate,
@@ -397,6 +420,8 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
             step / one_step,
             llama * 1e3,
             step / llama,
+            ggml * 1e3,
+            ggml / one_ggml,
         );
         rows.push(
             json!({"n": p.n, "audio_per_wall_s": rate, "ratio": rate / base_rate,
@@ -405,7 +430,8 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
             "text_step_s": p.text_step, "tick_width": p.mean_width,
             "gap_in_prefill_s": p.gap_in_prefill, "gap_elsewhere_s": p.gap_elsewhere,
             "peak_rss_over_model": p.peak_rss_over_model,
-            "batched_step_s": step, "llama_parallel_step_s": llama}),
+            "batched_step_s": step, "llama_parallel_step_s": llama,
+            "batched_step_ggml_kernel_s": ggml}),
         );
     }
     // A session's bytes do not depend on its company: every session of every count made the

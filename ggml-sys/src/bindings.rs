@@ -3661,6 +3661,7 @@ pub struct ggml_cplan {
     pub abort_callback: ggml_abort_callback,
     pub abort_callback_data: *mut ::std::os::raw::c_void,
     pub use_ref: bool,
+    pub q4_0_vnni: bool,
 }
 impl Default for ggml_cplan {
     fn default() -> Self {
@@ -3925,6 +3926,12 @@ unsafe extern "C" {
 }
 unsafe extern "C" {
     pub fn ggml_backend_cpu_set_use_ref(backend_cpu: ggml_backend_t, use_ref: bool);
+}
+unsafe extern "C" {
+    pub fn ggml_cpu_has_q4_0_vnni() -> bool;
+}
+unsafe extern "C" {
+    pub fn ggml_backend_cpu_set_q4_0_vnni(backend_cpu: ggml_backend_t, enable: bool) -> bool;
 }
 unsafe extern "C" {
     pub fn ggml_backend_cpu_reg() -> ggml_backend_reg_t;

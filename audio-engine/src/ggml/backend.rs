@@ -190,6 +190,9 @@ pub struct Backend {
     inner: Arc<BackendInner>,
     /// Whether weight stores loaded for this handle use the CPU's extra buffer types.
     repack: bool,
+    /// Whether this handle's CPU computes take the AVX-512 VNNI column kernel for repacked
+    /// `Q4_0` weights (see [`Backend::with_vnni_q4_0`]).
+    vnni_q4_0: bool,
     /// Whether this handle's computes are a running reply's (see [`ThreadBudget`]'s streams).
     stream_priority: bool,
 }
@@ -201,6 +204,24 @@ pub fn repack_by_default() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| {
         !matches!(std::env::var("LFM2_NO_REPACK").as_deref(), Ok(v) if !v.is_empty() && v != "0")
+    })
+}
+
+/// Whether this build has the AVX-512 VNNI column kernel for repacked `Q4_0` weights (vendor
+/// patch 0007; built when ggml is compiled for a CPU with AVX-512 F, BW and VNNI, as a
+/// `native` build on such a CPU is).
+pub fn vnni_q4_0_built() -> bool {
+    // SAFETY: no preconditions; reads a compile-time answer.
+    unsafe { sys::ggml_cpu_has_q4_0_vnni() }
+}
+
+/// Whether CPU computes take the VNNI column kernel unless a backend handle says otherwise
+/// ([`Backend::with_vnni_q4_0`]): true unless the environment variable `LFM2_NO_VNNI_Q4_0` is
+/// set to a non-empty value other than `0` (read once).
+pub fn vnni_q4_0_by_default() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| {
+        !matches!(std::env::var("LFM2_NO_VNNI_Q4_0").as_deref(), Ok(v) if !v.is_empty() && v != "0")
     })
 }
 
@@ -346,6 +367,7 @@ impl Backend {
                 budget: Mutex::new(None),
             }),
             repack: repack_by_default(),
+            vnni_q4_0: vnni_q4_0_by_default(),
             stream_priority: false,
         })
     }
@@ -373,6 +395,23 @@ impl Backend {
     /// repacking on).
     pub fn weight_repack(&self) -> bool {
         self.repack && self.inner.is_cpu
+    }
+
+    /// This handle with the AVX-512 VNNI column kernel for repacked `Q4_0` weights turned on
+    /// or off (where the build has it: [`vnni_q4_0_built`]). The kernel gives every column
+    /// the bits of ggml's one-column kernel (the same float operations in the same order; only
+    /// the exact integer dot of each block is computed another way), so outputs do not change,
+    /// at any width; it is faster at every width (BENCHMARKS.md). Default:
+    /// [`vnni_q4_0_by_default`]. Other clones of the backend keep their setting.
+    pub fn with_vnni_q4_0(mut self, on: bool) -> Backend {
+        self.vnni_q4_0 = on;
+        self
+    }
+
+    /// Whether this handle's computes take the VNNI column kernel (a CPU backend, the kernel
+    /// built and turned on).
+    pub fn vnni_q4_0(&self) -> bool {
+        self.vnni_q4_0 && self.inner.is_cpu && vnni_q4_0_built()
     }
 
     /// The CPU backend.
@@ -442,7 +481,9 @@ impl Backend {
         // SAFETY: `dev` is a registered device (devices live for the program); null params
         // select the device's defaults; ggml returns null on failure.
         let raw = unsafe { sys::ggml_backend_dev_init(dev.as_ptr(), std::ptr::null()) };
-        let instance = Backend::from_raw(raw, self.name())?.with_weight_repack(self.repack);
+        let instance = Backend::from_raw(raw, self.name())?
+            .with_weight_repack(self.repack)
+            .with_vnni_q4_0(self.vnni_q4_0);
         if let Some(b) = self.thread_budget() {
             instance.share_thread_budget(b);
         }
@@ -590,6 +631,11 @@ impl Backend {
         if let Some(n) = limited {
             // SAFETY: the backend is live and a CPU backend; `n` is at least 1.
             unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), n as c_int) };
+        }
+        if self.inner.is_cpu {
+            // SAFETY: the backend is live and a CPU backend; the flag only selects a kernel
+            // (and is ignored where the build lacks it).
+            unsafe { sys::ggml_backend_cpu_set_q4_0_vnni(raw.as_ptr(), self.vnni_q4_0) };
         }
         let column_stable = column_stable && self.inner.is_cpu;
         if column_stable {

@@ -27,7 +27,10 @@ pub mod tensor;
 pub mod thread_budget;
 pub mod weights;
 
-pub use backend::{devices, repack_by_default, Backend, DeviceInfo, DeviceKind};
+pub use backend::{
+    devices, repack_by_default, vnni_q4_0_built, vnni_q4_0_by_default, Backend, DeviceInfo,
+    DeviceKind,
+};
 pub use buffer::{AlignedBytes, BackendBuffer, GraphAllocator, HostMemory};
 pub use context::Context;
 pub use cpu::{cpu_features, cpu_variant};

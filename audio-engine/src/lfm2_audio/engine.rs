@@ -115,6 +115,11 @@ pub struct ModelOptions {
     /// ...; see [`Backend::with_weight_repack`]): faster, with other rounding than the plain
     /// kernels. Default on, off when the environment sets `LFM2_NO_REPACK=1`.
     pub repack: bool,
+    /// Compute products with repacked `Q4_0` weights with the AVX-512 VNNI column kernel
+    /// (vendor patch 0007; see [`Backend::with_vnni_q4_0`]) where this build has it. Outputs
+    /// are the same bytes either way; the kernel is faster at every batch width. Default on,
+    /// off when the environment sets `LFM2_NO_VNNI_Q4_0=1`.
+    pub vnni_q4_0: bool,
     /// The device the weights, caches and graphs live on: `cpu`, `vulkan:N`, `cuda:N` or
     /// `metal` (parsed from those strings; the build needs the device's cargo feature). On a
     /// device, each graph runs through ggml's backend scheduler with the CPU as fallback for
@@ -137,6 +142,7 @@ impl Default for ModelOptions {
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
             repack: crate::ggml::repack_by_default(),
+            vnni_q4_0: crate::ggml::vnni_q4_0_by_default(),
             device: None,
         }
     }
@@ -290,7 +296,8 @@ impl Lfm2Audio {
             Some(device) => Backend::for_device(device)?,
             None => Backend::best_available().map_err(backend_err(&mmproj_path))?,
         }
-        .with_weight_repack(options.repack);
+        .with_weight_repack(options.repack)
+        .with_vnni_q4_0(options.vnni_q4_0);
         if backend.is_cpu() {
             backend
                 .set_n_threads(options.n_threads.max(1))

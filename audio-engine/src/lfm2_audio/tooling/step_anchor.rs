@@ -13,15 +13,17 @@ use crate::lfm2_audio::model::backbone::{Backbone, BatchCompute, Position, Rows,
 
 /// Median seconds of one batched step at each of `widths`: each sequence holds `prompt` cached
 /// positions, then `steps` timed steps run (after one untimed), every column asking for logits;
-/// on the CPU with `threads` threads.
+/// on the CPU with `threads` threads, `Q4_0` products through the VNNI column kernel or not
+/// ([`Backend::with_vnni_q4_0`]).
 pub fn batched_step_seconds(
     backbone: &Path,
     widths: &[usize],
     threads: usize,
     prompt: usize,
     steps: usize,
+    vnni_q4_0: bool,
 ) -> Result<Vec<(usize, f64)>, EngineError> {
-    let be = Backend::cpu()?;
+    let be = Backend::cpu()?.with_vnni_q4_0(vnni_q4_0);
     be.set_n_threads(threads.max(1))?;
     let bb = Backbone::load(Lfm2Backbone::open(backbone)?, &be)?;
     let compute = BatchCompute::new(be.new_instance()?, "backbone")?;
@@ -81,9 +83,14 @@ pub struct PrefillProbe {
 }
 
 impl PrefillProbe {
-    /// Loads the backbone file on the CPU with `threads` threads.
-    pub fn load(backbone: &Path, threads: usize) -> Result<PrefillProbe, EngineError> {
-        let be = Backend::cpu()?;
+    /// Loads the backbone file on the CPU with `threads` threads, `Q4_0` products through the
+    /// VNNI column kernel or not ([`Backend::with_vnni_q4_0`]).
+    pub fn load(
+        backbone: &Path,
+        threads: usize,
+        vnni_q4_0: bool,
+    ) -> Result<PrefillProbe, EngineError> {
+        let be = Backend::cpu()?.with_vnni_q4_0(vnni_q4_0);
         be.set_n_threads(threads.max(1))?;
         Ok(PrefillProbe {
             bb: Backbone::load(Lfm2Backbone::open(backbone)?, &be)?,
