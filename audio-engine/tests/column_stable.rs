@@ -128,10 +128,11 @@ fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f3
     y.get_f32().unwrap().iter().map(|v| v.to_bits()).collect()
 }
 
-/// Vendor patch 0007: the AVX-512 VNNI column kernel gives every column of a repacked `Q4_0`
-/// product the bits ggml's own kernels give it (its one-column gemv below four columns, its
-/// four-column gemm above), at every width, thread count and row tail (rows a multiple of 16,
-/// and 8 more), and so each column its bits alone.
+/// Vendor patch 0007: the AVX-512 VNNI column kernel (two columns and more; one column keeps
+/// ggml's gemv) gives every column of a repacked `Q4_0` product the bits ggml's own kernels
+/// give it (its one-column gemv below four columns, its four-column gemm above), at every
+/// width, thread count and row tail (rows a multiple of 16, and 8 more), and so each column its
+/// bits alone.
 #[test]
 fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
     if !audio_engine::ggml::vnni_q4_0_built() {

@@ -398,11 +398,13 @@ impl Backend {
     }
 
     /// This handle with the AVX-512 VNNI column kernel for repacked `Q4_0` weights turned on
-    /// or off (where the build has it: [`vnni_q4_0_built`]). The kernel gives every column
-    /// the bits of ggml's one-column kernel (the same float operations in the same order; only
-    /// the exact integer dot of each block is computed another way), so outputs do not change,
-    /// at any width; it is faster at every width (BENCHMARKS.md). Default:
-    /// [`vnni_q4_0_by_default`]. Other clones of the backend keep their setting.
+    /// or off (where the build has it: [`vnni_q4_0_built`]). It computes products of two
+    /// columns and more; one column keeps ggml's one-column kernel, which reads the weights as
+    /// one stream and is bound by that read. The kernel gives every column that kernel's bits
+    /// (the same float operations in the same order; only the exact integer dot of each block
+    /// is computed another way), so outputs do not change, at any width, and it is faster from
+    /// two columns (BENCHMARKS.md). Default: [`vnni_q4_0_by_default`]. Other clones of the
+    /// backend keep their setting.
     pub fn with_vnni_q4_0(mut self, on: bool) -> Backend {
         self.vnni_q4_0 = on;
         self

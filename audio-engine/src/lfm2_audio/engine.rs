@@ -115,10 +115,10 @@ pub struct ModelOptions {
     /// ...; see [`Backend::with_weight_repack`]): faster, with other rounding than the plain
     /// kernels. Default on, off when the environment sets `LFM2_NO_REPACK=1`.
     pub repack: bool,
-    /// Compute products with repacked `Q4_0` weights with the AVX-512 VNNI column kernel
-    /// (vendor patch 0007; see [`Backend::with_vnni_q4_0`]) where this build has it. Outputs
-    /// are the same bytes either way; the kernel is faster at every batch width. Default on,
-    /// off when the environment sets `LFM2_NO_VNNI_Q4_0=1`.
+    /// Compute products of two columns and more with repacked `Q4_0` weights with the AVX-512
+    /// VNNI column kernel (vendor patch 0007; see [`Backend::with_vnni_q4_0`]) where this build
+    /// has it: prefills, encoders and batched steps. Outputs are the same bytes either way.
+    /// Default on, off when the environment sets `LFM2_NO_VNNI_Q4_0=1`.
     pub vnni_q4_0: bool,
     /// The device the weights, caches and graphs live on: `cpu`, `vulkan:N`, `cuda:N` or
     /// `metal` (parsed from those strings; the build needs the device's cargo feature). On a
