@@ -36,6 +36,9 @@ pub struct EncoderFigures {
     /// liquid-audio's figures from the same run: `None` without a Python to run it with,
     /// `Some(Err(why))` when the child failed (the bench goes on without it).
     pub liquid: Option<Result<LiquidFigures, String>>,
+    /// Ours again with ggml's own `Q4_0` kernel (a second model, `ModelOptions::vnni_q4_0`
+    /// off), one run after each of ours, when ours takes the VNNI column kernel: every run.
+    pub ggml_kernel_runs_s: Vec<f64>,
 }
 
 /// liquid-audio's encode of the same WAV bytes, timed by the script in this run.
@@ -171,6 +174,7 @@ impl Drop for LiquidChild {
 /// after each of ours, so both see the same drift of the machine's load.
 pub fn measure(
     model: &Lfm2Audio,
+    ggml_kernel: Option<&Lfm2Audio>,
     wav: &[u8],
     reps: usize,
     threads: usize,
@@ -182,6 +186,14 @@ pub fn measure(
     // takes seconds of CPU and must not overlap our warm-up or timed runs.
     let mut child = liquid.map(|p| LiquidChild::start(p, wav, threads));
     let (frames, first) = model.encode_audio(&samples)?;
+    if let Some(m) = ggml_kernel {
+        // the kernel keeps every byte (vendor patch 0007)
+        ensure!(
+            m.encode_audio(&samples)?.1 == first,
+            "ggml's Q4_0 kernel and ours gave different encoder outputs"
+        );
+    }
+    let mut stock = Vec::with_capacity(reps);
     let mut total = Vec::with_capacity(reps);
     let mut theirs = Vec::with_capacity(reps);
     for _ in 0..reps {
@@ -193,6 +205,11 @@ pub fn measure(
             out == first,
             "the encoder's output changed between repetitions"
         );
+        if let Some(m) = ggml_kernel {
+            let t = Instant::now();
+            m.encode_audio(&samples)?;
+            stock.push(t.elapsed().as_secs_f64());
+        }
         if let Some(Ok(c)) = &mut child {
             match c.run() {
                 Ok(r) => theirs.push(r),
@@ -231,6 +248,7 @@ pub fn measure(
             h
         },
         liquid,
+        ggml_kernel_runs_s: stock,
     })
 }
 
@@ -243,6 +261,20 @@ pub fn print(f: &EncoderFigures, reference_s: f64) {
          {:016x}",
         f.audio_s, f.frames, f.reps, f.digest
     );
+    if let Some(g) = super::median(&f.ggml_kernel_runs_s) {
+        let paired: Vec<f64> = f
+            .ggml_kernel_runs_s
+            .iter()
+            .zip(&f.runs_s)
+            .map(|(g, o)| g / o)
+            .collect();
+        println!(
+            "ours with ggml's Q4_0 kernel (same bytes), one run after each of ours: {:.1} ms; \
+             ggml's kernel / ours, median of pairs {:.2}x",
+            g * 1e3,
+            super::median(&paired).unwrap_or(f64::NAN)
+        );
+    }
     match &f.liquid {
         Some(Ok(l)) => {
             println!(

@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
+use audio_engine::ggml::{vnni_q4_0_built, vnni_q4_0_by_default};
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
 use audio_engine::lfm2_audio::{
     Lfm2Audio, ModelOptions, ModelPackage, Quant, S2sOptions, S2sRequest, SamplerConfig, Session,
@@ -930,6 +931,7 @@ fn main() -> Result<()> {
 
     let rss0 = status_bytes("VmRSS:").unwrap_or(0);
     let t_load = Instant::now();
+    let paths_again = paths.clone();
     let model = Lfm2Audio::from_package(
         ModelPackage::open_paths(paths)?,
         ModelOptions {
@@ -953,7 +955,21 @@ fn main() -> Result<()> {
         mib(rss0)
     );
     if a.encoder_only {
-        let extra = encoder_and_floor(&a, &model, step_bytes, None)?;
+        // ours again with ggml's Q4_0 kernel, to read the VNNI kernel's share in this run
+        let ggml_kernel = if vnni_q4_0_by_default() && vnni_q4_0_built() {
+            Some(Lfm2Audio::from_package(
+                ModelPackage::open_paths(paths_again)?,
+                ModelOptions {
+                    n_threads: a.threads as usize,
+                    vnni_q4_0: false,
+                    device: a.device,
+                    ..Default::default()
+                },
+            )?)
+        } else {
+            None
+        };
+        let extra = encoder_and_floor(&a, &model, ggml_kernel.as_ref(), step_bytes, None)?;
         if a.json {
             println!(
                 "BENCH_JSON {}",
@@ -1338,7 +1354,7 @@ fn main() -> Result<()> {
     };
     // why last: the encoder's 10 s graph and the bandwidth probe's 1 GiB buffer would otherwise
     // count in the conversation's peak RSS.
-    let extra = encoder_and_floor(&a, &model, step_bytes, Some(measured))?;
+    let extra = encoder_and_floor(&a, &model, None, step_bytes, Some(measured))?;
 
     if a.json {
         let v = json!({
@@ -1418,12 +1434,14 @@ const LIQUID_AUDIO_ENCODE_10S: f64 = 0.31;
 fn encoder_and_floor(
     a: &Args,
     model: &Lfm2Audio,
+    ggml_kernel: Option<&Lfm2Audio>,
     bytes: floor::StepBytes,
     measured: Option<StepMix>,
 ) -> Result<Value> {
     println!();
     let f = encoder::measure(
         model,
+        ggml_kernel,
         &question_wav(0, a.encoder_seconds),
         a.encoder_reps as usize,
         a.threads as usize,

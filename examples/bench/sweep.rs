@@ -25,7 +25,8 @@ use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext};
 use audio_engine::ggml::{vnni_q4_0_built, vnni_q4_0_by_default};
 use audio_engine::lfm2_audio::conversation::Artifact;
-use audio_engine::lfm2_audio::{step_anchor, Lfm2Audio, ReplyEvent};
+use audio_engine::lfm2_audio::step_anchor::StepProbe;
+use audio_engine::lfm2_audio::{Lfm2Audio, ReplyEvent};
 use serde_json::{json, Value};
 
 use super::{median, mib, self_exe, status_bytes, Args, Lcg};
@@ -253,33 +254,34 @@ fn child(args: &[String]) -> Result<Value> {
 
 /// (child) The batched backbone step alone at each width: median seconds per step, with the
 /// `Q4_0` kernel the sessions use (`step_s`) and, where that is the VNNI column kernel, with
-/// ggml's own (`step_ggml_s`), measured after it in the same process.
+/// ggml's own (`step_ggml_s`) on a second copy of the backbone, the two alternating which goes
+/// first at each width.
 pub fn steps_child(a: &Args, backbone: &Path) -> Result<()> {
-    let widths: Vec<usize> = a.sweep.iter().map(|&w| w as usize).collect();
-    let time = |vnni: bool| {
-        step_anchor::batched_step_seconds(
-            backbone,
-            &widths,
-            a.threads as usize,
-            ANCHOR_PROMPT,
-            ANCHOR_STEPS,
-            vnni,
-        )
-    };
+    let threads = a.threads as usize;
     let vnni = vnni_q4_0_by_default() && vnni_q4_0_built();
-    let times = time(vnni)?;
-    let ggml: BTreeMap<usize, f64> = if vnni {
-        time(false)?.into_iter().collect()
+    let ours = StepProbe::load(backbone, threads, vnni)?;
+    let ggml = if vnni {
+        Some(StepProbe::load(backbone, threads, false)?)
     } else {
-        BTreeMap::new()
+        None
     };
-    let out: Vec<Value> = times
-        .into_iter()
-        .map(|(w, s)| {
-            let g = ggml.get(&w).copied().unwrap_or(f64::NAN);
-            json!({"width": w, "step_s": s, "step_ggml_s": g})
-        })
-        .collect();
+    let mut out = Vec::new();
+    for (i, &w) in a.sweep.iter().enumerate() {
+        let w = w as usize;
+        let time = |p: &StepProbe| p.step_seconds(w, ANCHOR_PROMPT, ANCHOR_STEPS);
+        let (s, g) = match &ggml {
+            Some(g) if i % 2 == 1 => {
+                let tg = time(g)?;
+                (time(&ours)?, tg)
+            }
+            Some(g) => {
+                let s = time(&ours)?;
+                (s, time(g)?)
+            }
+            None => (time(&ours)?, f64::NAN),
+        };
+        out.push(json!({"width": w, "step_s": s, "step_ggml_s": g}));
+    }
     println!("SWEEP_RESULT {}", json!({ "widths": out }));
     Ok(())
 }

@@ -11,26 +11,40 @@ use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::config::Lfm2Backbone;
 use crate::lfm2_audio::model::backbone::{Backbone, BatchCompute, Position, Rows, Step};
 
-/// Median seconds of one batched step at each of `widths`: each sequence holds `prompt` cached
-/// positions, then `steps` timed steps run (after one untimed), every column asking for logits;
-/// on the CPU with `threads` threads, `Q4_0` products through the VNNI column kernel or not
-/// ([`Backend::with_vnni_q4_0`]).
-pub fn batched_step_seconds(
-    backbone: &Path,
-    widths: &[usize],
-    threads: usize,
-    prompt: usize,
-    steps: usize,
-    vnni_q4_0: bool,
-) -> Result<Vec<(usize, f64)>, EngineError> {
-    let be = Backend::cpu()?.with_vnni_q4_0(vnni_q4_0);
-    be.set_n_threads(threads.max(1))?;
-    let bb = Backbone::load(Lfm2Backbone::open(backbone)?, &be)?;
-    let compute = BatchCompute::new(be.new_instance()?, "backbone")?;
-    compute.backend().set_n_threads(threads.max(1))?;
-    let mut out = Vec::with_capacity(widths.len());
-    for &w in widths {
-        let mut caches = (0..w.max(1))
+/// The batched step of the sweep's anchor, timed alone: a backbone file loaded on the CPU with
+/// its own batch compute.
+pub struct StepProbe {
+    bb: Backbone,
+    compute: BatchCompute,
+}
+
+impl StepProbe {
+    /// Loads the backbone file on the CPU with `threads` threads, `Q4_0` products through the
+    /// VNNI column kernel or not ([`Backend::with_vnni_q4_0`]).
+    pub fn load(
+        backbone: &Path,
+        threads: usize,
+        vnni_q4_0: bool,
+    ) -> Result<StepProbe, EngineError> {
+        let be = Backend::cpu()?.with_vnni_q4_0(vnni_q4_0);
+        be.set_n_threads(threads.max(1))?;
+        let bb = Backbone::load(Lfm2Backbone::open(backbone)?, &be)?;
+        let compute = BatchCompute::new(be.new_instance()?, "backbone")?;
+        compute.backend().set_n_threads(threads.max(1))?;
+        Ok(StepProbe { bb, compute })
+    }
+
+    /// Median seconds of one batched step at width `width`: each sequence holds `prompt`
+    /// cached positions, then `steps` timed steps run (after one untimed), every column asking
+    /// for logits.
+    pub fn step_seconds(
+        &self,
+        width: usize,
+        prompt: usize,
+        steps: usize,
+    ) -> Result<f64, EngineError> {
+        let bb = &self.bb;
+        let mut caches = (0..width.max(1))
             .map(|_| bb.new_cache(prompt + steps + 2))
             .collect::<Result<Vec<_>, _>>()?;
         for (s, c) in caches.iter_mut().enumerate() {
@@ -50,15 +64,14 @@ pub fn batched_step_seconds(
                 })
                 .collect();
             let t = Instant::now();
-            bb.forward_steps(&compute, &mut batch)?;
+            bb.forward_steps(&self.compute, &mut batch)?;
             if k > 0 {
                 times.push(t.elapsed().as_secs_f64());
             }
         }
         times.sort_by(f64::total_cmp);
-        out.push((w, times.get(times.len() / 2).copied().unwrap_or(f64::NAN)));
+        Ok(times.get(times.len() / 2).copied().unwrap_or(f64::NAN))
     }
-    Ok(out)
 }
 
 /// One prefill block of [`PrefillProbe::block`].
