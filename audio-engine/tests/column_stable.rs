@@ -14,22 +14,34 @@ const ROWS: i64 = 256;
 
 /// `w x` for the columns of `x`, as bits; `stable` picks the column-stable compute.
 fn product(ty: GgmlType, repack: bool, stable: bool, w: &[u8], x: &[f32]) -> Vec<u32> {
-    let cols = x.len() as i64 / K;
     let be = Backend::cpu().unwrap().with_weight_repack(repack);
     be.set_n_threads(2).unwrap();
+    product_on(&be, ty, (K, ROWS), stable, w, x)
+}
+
+/// `w x` on `be` for a weight `[k, rows]` of type `ty` (placed as `be` places weights), as bits.
+fn product_on(
+    be: &Backend,
+    ty: GgmlType,
+    (k, rows): (i64, i64),
+    stable: bool,
+    w: &[u8],
+    x: &[f32],
+) -> Vec<u32> {
+    let cols = x.len() as i64 / k;
     let spec = TensorSpec {
         name: "w",
         ty,
-        ne: &[K, ROWS],
+        ne: &[k, rows],
         data: Some(w),
     };
     let opts = LoadOptions {
         mapping: None,
         may_repack: &|_| true,
     };
-    let store = WeightStore::load(&be, &[spec], opts).unwrap();
+    let store = WeightStore::load(be, &[spec], opts).unwrap();
     let ctx = Context::metadata(16).unwrap();
-    let xt = ctx.new_tensor_2d(GgmlType::F32, K, cols).unwrap();
+    let xt = ctx.new_tensor_2d(GgmlType::F32, k, cols).unwrap();
     xt.set_input();
     let y = ctx
         .mul_mat(ctx.param(&store.get("w").unwrap()), xt)
@@ -37,7 +49,7 @@ fn product(ty: GgmlType, repack: bool, stable: bool, w: &[u8], x: &[f32]) -> Vec
     y.set_output();
     let mut g = ctx.new_graph(16).unwrap();
     g.build_forward_expand(y).unwrap();
-    GraphAllocator::new(&be).unwrap().alloc_graph(&g).unwrap();
+    GraphAllocator::new(be).unwrap().alloc_graph(&g).unwrap();
     xt.set_f32(x).unwrap();
     if stable {
         be.compute_column_stable(&g).unwrap();
@@ -90,7 +102,6 @@ fn every_column_gets_its_bits_alone_at_every_width() {
 /// `w x` for a repacked `Q4_0` weight `[k, rows]` on `threads` threads, with or without the VNNI
 /// column kernel, as bits (plain compute: the kernel is taken at every width either way).
 fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f32]) -> Vec<u32> {
-    let cols = x.len() as i64 / k;
     let be = Backend::cpu()
         .unwrap()
         .with_weight_repack(true)
@@ -101,31 +112,7 @@ fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f3
         "the kernel is built (checked by the caller)"
     );
     be.set_n_threads(threads).unwrap();
-    let spec = TensorSpec {
-        name: "w",
-        ty: GgmlType::Q4_0,
-        ne: &[k, rows],
-        data: Some(w),
-    };
-    let opts = LoadOptions {
-        mapping: None,
-        may_repack: &|_| true,
-    };
-    let store = WeightStore::load(&be, &[spec], opts).unwrap();
-    assert_eq!(store.placement().repacked, 1, "the weight is repacked");
-    let ctx = Context::metadata(16).unwrap();
-    let xt = ctx.new_tensor_2d(GgmlType::F32, k, cols).unwrap();
-    xt.set_input();
-    let y = ctx
-        .mul_mat(ctx.param(&store.get("w").unwrap()), xt)
-        .unwrap();
-    y.set_output();
-    let mut g = ctx.new_graph(16).unwrap();
-    g.build_forward_expand(y).unwrap();
-    GraphAllocator::new(&be).unwrap().alloc_graph(&g).unwrap();
-    xt.set_f32(x).unwrap();
-    be.compute(&g).unwrap();
-    y.get_f32().unwrap().iter().map(|v| v.to_bits()).collect()
+    product_on(&be, GgmlType::Q4_0, (k, rows), false, w, x)
 }
 
 /// Vendor patch 0007: the AVX-512 VNNI column kernel (two columns and more; one column keeps

@@ -11,6 +11,18 @@ use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::model::backbone::config::Lfm2Backbone;
 use crate::lfm2_audio::model::backbone::{Backbone, BatchCompute, Position, Rows, Step};
 
+/// The backbone file loaded on a CPU backend with `threads` threads, `Q4_0` products through
+/// the VNNI column kernel or not; and that backend.
+fn cpu_backbone(
+    backbone: &Path,
+    threads: usize,
+    vnni_q4_0: bool,
+) -> Result<(Backbone, Backend), EngineError> {
+    let be = Backend::cpu()?.with_vnni_q4_0(vnni_q4_0);
+    be.set_n_threads(threads.max(1))?;
+    Ok((Backbone::load(Lfm2Backbone::open(backbone)?, &be)?, be))
+}
+
 /// The batched step of the sweep's anchor, timed alone: a backbone file loaded on the CPU with
 /// its own batch compute.
 pub struct StepProbe {
@@ -26,9 +38,7 @@ impl StepProbe {
         threads: usize,
         vnni_q4_0: bool,
     ) -> Result<StepProbe, EngineError> {
-        let be = Backend::cpu()?.with_vnni_q4_0(vnni_q4_0);
-        be.set_n_threads(threads.max(1))?;
-        let bb = Backbone::load(Lfm2Backbone::open(backbone)?, &be)?;
+        let (bb, be) = cpu_backbone(backbone, threads, vnni_q4_0)?;
         let compute = BatchCompute::new(be.new_instance()?, "backbone")?;
         compute.backend().set_n_threads(threads.max(1))?;
         Ok(StepProbe { bb, compute })
@@ -103,10 +113,8 @@ impl PrefillProbe {
         threads: usize,
         vnni_q4_0: bool,
     ) -> Result<PrefillProbe, EngineError> {
-        let be = Backend::cpu()?.with_vnni_q4_0(vnni_q4_0);
-        be.set_n_threads(threads.max(1))?;
         Ok(PrefillProbe {
-            bb: Backbone::load(Lfm2Backbone::open(backbone)?, &be)?,
+            bb: cpu_backbone(backbone, threads, vnni_q4_0)?.0,
         })
     }
 
