@@ -100,7 +100,7 @@ fn every_column_gets_its_bits_alone_at_every_width() {
 }
 
 /// `w x` for a repacked `Q4_0` weight `[k, rows]` on `threads` threads, with or without the VNNI
-/// column kernel, as bits (plain compute: the kernel is taken at every width either way).
+/// column kernel, as bits (plain compute: with it, the kernel takes two columns and more).
 fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f32]) -> Vec<u32> {
     let be = Backend::cpu()
         .unwrap()

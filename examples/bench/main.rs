@@ -708,6 +708,12 @@ fn llama_child(a: &Args, backbone: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Whether ours computes `Q4_0` products with the VNNI column kernel (vendor patch 0007: built,
+/// and not turned off by `LFM2_NO_VNNI_Q4_0`), so that a side with ggml's kernel is worth timing.
+fn vnni_kernel_on() -> bool {
+    vnni_q4_0_by_default() && vnni_q4_0_built()
+}
+
 /// libllama's model for a llama.cpp child: on the CPU when ours runs there (`--llama-cpu`),
 /// else with libllama's defaults (every layer on the GPU it finds, as ours on a GPU).
 fn load_llama(a: &Args, backbone: &Path) -> Result<LlamaModel> {
@@ -956,7 +962,7 @@ fn main() -> Result<()> {
     );
     if a.encoder_only {
         // ours again with ggml's Q4_0 kernel, to read the VNNI kernel's share in this run
-        let ggml_kernel = if vnni_q4_0_by_default() && vnni_q4_0_built() {
+        let ggml_kernel = if vnni_kernel_on() {
             Some(Lfm2Audio::from_package(
                 ModelPackage::open_paths(paths_again)?,
                 ModelOptions {

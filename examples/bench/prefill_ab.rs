@@ -19,7 +19,6 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
-use audio_engine::ggml::{vnni_q4_0_built, vnni_q4_0_by_default};
 use audio_engine::lfm2_audio::step_anchor::{minor_faults, PrefillProbe};
 
 use super::{median, Args};
@@ -89,7 +88,7 @@ pub fn run(a: &Args, backbone: &Path) -> Result<()> {
     let len = a.prefill_len as usize;
     let contexts: Vec<usize> = a.prefill_ab.iter().map(|&c| c as usize).collect();
     let longest = contexts.iter().max().copied().unwrap_or(0) + len;
-    let vnni = vnni_q4_0_by_default() && vnni_q4_0_built();
+    let vnni = super::vnni_kernel_on();
     let ours = PrefillProbe::load(backbone, a.threads as usize, vnni)?;
     // ours again with ggml's own Q4_0 kernel, where ours takes the VNNI column kernel (patch 0007)
     let stock = if vnni && a.prefill_side.is_none() {

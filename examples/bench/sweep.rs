@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext};
-use audio_engine::ggml::{vnni_q4_0_built, vnni_q4_0_by_default};
 use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::step_anchor::StepProbe;
 use audio_engine::lfm2_audio::{Lfm2Audio, ReplyEvent};
@@ -258,7 +257,7 @@ fn child(args: &[String]) -> Result<Value> {
 /// first at each width.
 pub fn steps_child(a: &Args, backbone: &Path) -> Result<()> {
     let threads = a.threads as usize;
-    let vnni = vnni_q4_0_by_default() && vnni_q4_0_built();
+    let vnni = super::vnni_kernel_on();
     let ours = StepProbe::load(backbone, threads, vnni)?;
     let ggml = if vnni {
         Some(StepProbe::load(backbone, threads, false)?)
