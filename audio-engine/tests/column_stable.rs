@@ -147,7 +147,12 @@ fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
         for threads in [1, 2] {
             for &cols in &widths {
                 let xs = &x[..(cols * k) as usize];
+                let calls = audio_engine::ggml::vnni_q4_0_calls();
                 let ours = q4_0_product(true, threads, k, rows, &w, xs);
+                assert!(
+                    cols == 1 || audio_engine::ggml::vnni_q4_0_calls() > calls,
+                    "k {k} rows {rows} width {cols} threads {threads}: the VNNI kernel did not run"
+                );
                 let ggml = q4_0_product(false, threads, k, rows, &w, xs);
                 assert!(
                     ours == ggml,

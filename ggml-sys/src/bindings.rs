@@ -3934,6 +3934,9 @@ unsafe extern "C" {
     pub fn ggml_backend_cpu_set_q4_0_vnni(backend_cpu: ggml_backend_t, enable: bool) -> bool;
 }
 unsafe extern "C" {
+    pub fn ggml_cpu_q4_0_vnni_calls() -> u64;
+}
+unsafe extern "C" {
     pub fn ggml_backend_cpu_reg() -> ggml_backend_reg_t;
 }
 unsafe extern "C" {

@@ -215,6 +215,13 @@ pub fn vnni_q4_0_built() -> bool {
     unsafe { sys::ggml_cpu_has_q4_0_vnni() }
 }
 
+/// How many chunks of products the VNNI column kernel has computed in this process (a count
+/// that only grows): a test reads it before and after a compute to tell that the kernel ran.
+pub fn vnni_q4_0_calls() -> u64 {
+    // SAFETY: no preconditions; reads a relaxed atomic counter.
+    unsafe { sys::ggml_cpu_q4_0_vnni_calls() }
+}
+
 /// Whether CPU computes take the VNNI column kernel unless a backend handle says otherwise
 /// ([`Backend::with_vnni_q4_0`]): true unless the environment variable `LFM2_NO_VNNI_Q4_0` is
 /// set to a non-empty value other than `0` (read once).
