@@ -27,6 +27,11 @@ pub fn build(root: &Path, target: &Target) {
     cfg.define("BUILD_SHARED_LIBS", "OFF")
         .define("GGML_BUILD_TESTS", "OFF")
         .define("GGML_BUILD_EXAMPLES", "OFF")
+        // why: the C library (a cdylib) links these static archives into a shared object. The
+        // cmake crate passes -fPIC for C and C++ only; this makes CMake add it for CUDA
+        // (-Xcompiler=-fPIC) too. Without it the link fails (R_X86_64_PC32 against `stderr`
+        // in ggml-cuda's objects).
+        .define("CMAKE_POSITION_INDEPENDENT_CODE", "ON")
         .define(
             "GGML_OPENMP",
             if cfg!(feature = "openmp") {
