@@ -13,10 +13,11 @@
 # Mesa 22.3, bookworm's own, corrupts the heap under ggml's shaders; 25.0 does not). Elsewhere
 # install the equivalents first. Prints each stage's time; exits non-zero when a test fails.
 #
-# Cold, lavapipe compiles every pipeline the tests use the first time (about 9 minutes for the
-# engine's files and 8 for the llm decoder's on a 2-core machine; Mesa caches them in
+# Cold, lavapipe compiles every pipeline the tests use at its first dispatch (Mesa caches them in
 # ~/.cache/mesa_shader_cache, and a warm run takes about a minute), and the ggml build with the
-# Vulkan backend compiles ggml's shaders (about 9 minutes).
+# Vulkan backend compiles ggml's shaders (about 7-9 minutes). On a 2-core machine the four test
+# binaries take about 15 minutes cold in the two lanes below (BENCHMARKS.md, "Vulkan on
+# lavapipe").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
@@ -45,26 +46,57 @@ fi
 
 # why: ggml lists CPU-type Vulkan devices (lavapipe) only when named here.
 export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0}
-# one package set and one feature set for every cargo call below, so that ggml is built once
+# one package set and one feature set for the build below, so that ggml is built once
 packages=(-p audio-engine -p ggml-sys --locked --features ggml-sys/vulkan,audio-engine/vulkan)
 cargo test "${packages[@]}" --test vulkan_ops --test device_engine --test gdn_cache \
   --test llm_inplace --no-run
+# why: the parts run the test binaries themselves. A `cargo test` naming fewer test targets
+# resolves other features for ggml-sys's build and compiles it again (4 minutes here).
+declare -A exe dir
+while read -r name path manifest; do
+  exe[$name]=$path
+  dir[$name]=$(dirname "$manifest")
+done < <(cargo test "${packages[@]}" --test vulkan_ops --test device_engine --test gdn_cache \
+           --test llm_inplace --no-run --message-format=json 2>/dev/null | python3 -c '
+import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
+        print(m["target"]["name"], m["executable"], m["manifest_path"])')
+for name in device_engine gdn_cache llm_inplace vulkan_ops; do
+  [ -n "${exe[$name]:-}" ] || { echo "vulkan-check: no test binary for $name" >&2; exit 1; }
+done
 stage "built"
-# Cold (an empty Mesa shader cache), the parts took 9, 13 and 14 minutes on 2 cores (measured
-# 2026-12-03: 33 minutes of tests in all; warm, 1 minute), the most telling first; the script stops at the first failing part,
-# so a failure is reported even when a caller's time limit would cut the later parts.
-run_part() {
-  local what=$1; shift
+
+# Cold (an empty Mesa shader cache), lavapipe compiles each pipeline at its first dispatch, on
+# one thread per process. So the four test binaries run in two lanes at once, each lane one
+# binary after the other: with vendor/patches/0008, ggml waits for a CPU device without spinning,
+# which leaves each process a core. Each part's output is printed when it ends; a lane stops at
+# its first failing part, and the script fails when a part failed.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+part() { # NAME ARGS...: runs one test binary from its package's directory, as cargo does
+  local name=$1; shift
+  local t0 rc
+  t0=$(date +%s)
   set +e
-  cargo test "${packages[@]}" "$@" 2>&1 | grep -v '^ggml_vulkan:'
-  local rc=${PIPESTATUS[0]}
+  (cd "${dir[$name]}" && "${exe[$name]}" --test-threads=1 "$@") > "$logs/$name" 2>&1
+  rc=$?
   set -e
-  stage "$what finished (exit $rc)"
-  [ "$rc" = 0 ] || exit 1
+  # one part's output at a time, whole
+  {
+    flock 9
+    grep -v '^ggml_vulkan:' "$logs/$name" || true
+    echo "vulkan-check: $name: exit $rc in $(( $(date +%s) - t0 )) s"
+  } 9> "$logs/print.lock"
+  [ "$rc" = 0 ] || { touch "$logs/failed"; return 1; }
 }
-run_part "device_engine" --test device_engine -- --test-threads=1
-# the device cases of gdn_cache and llm_inplace (their CPU cases run in the main suite): the
-# gated delta net's cache form and the llm decoder on the device
-run_part "llm decoder tests" --test gdn_cache --test llm_inplace -- --test-threads=1 \
-  --nocapture on_vulkan cache_on_the_cpu
-run_part "vulkan_ops" --test vulkan_ops -- --test-threads=1
+# Lane 1: the engine's jobs and components against the CPU, then the llm decoder with its layers
+# and recurrent state on the device. Lane 2: the gated delta net's cache form (ggml-sys,
+# vendor/patches/0006), then each op of the LFM2-Audio graphs. Measured cold on 2 cores:
+# 593 + 264 s and 213 + 677 s.
+{ part device_engine && part llm_inplace --nocapture on_vulkan; } &
+{ part gdn_cache --nocapture on_vulkan cache_on_the_cpu && part vulkan_ops; } &
+wait
+stage "all parts finished"
+[ ! -e "$logs/failed" ] || exit 1
