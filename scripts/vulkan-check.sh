@@ -16,7 +16,7 @@
 # Cold, lavapipe compiles every pipeline the tests use at its first dispatch (Mesa caches them in
 # ~/.cache/mesa_shader_cache, and a warm run takes about a minute), and the ggml build with the
 # Vulkan backend compiles ggml's shaders (about 7-9 minutes). On a 2-core machine the four test
-# binaries take about 15 minutes cold in the two lanes below (BENCHMARKS.md, "Vulkan on
+# binaries take about 18 minutes cold in the two lanes below (BENCHMARKS.md, "Vulkan on
 # lavapipe").
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -94,7 +94,7 @@ part() { # NAME ARGS...: runs one test binary from its package's directory, as c
 # Lane 1: the engine's jobs and components against the CPU, then the llm decoder with its layers
 # and recurrent state on the device. Lane 2: the gated delta net's cache form (ggml-sys,
 # vendor/patches/0006), then each op of the LFM2-Audio graphs. Measured cold on 2 cores:
-# 593 + 264 s and 213 + 677 s.
+# 496 + 307 s and 142 + 910 s (warm: 41 + 8 s and 5 + 1 s).
 { part device_engine && part llm_inplace --nocapture on_vulkan; } &
 { part gdn_cache --nocapture on_vulkan cache_on_the_cpu && part vulkan_ops; } &
 wait
