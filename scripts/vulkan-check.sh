@@ -46,23 +46,25 @@ fi
 
 # why: ggml lists CPU-type Vulkan devices (lavapipe) only when named here.
 export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0}
-# one package set and one feature set for the build below, so that ggml is built once
-packages=(-p audio-engine -p ggml-sys --locked --features ggml-sys/vulkan,audio-engine/vulkan)
-cargo test "${packages[@]}" --test vulkan_ops --test device_engine --test gdn_cache \
-  --test llm_inplace --no-run
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+# One build of the four test binaries (one package set and one feature set, so that ggml is
+# built once); its diagnostics go to the terminal, the artifacts' JSON to a file.
 # why: the parts run the test binaries themselves. A `cargo test` naming fewer test targets
 # resolves other features for ggml-sys's build and compiles it again (4 minutes here).
+cargo test -p audio-engine -p ggml-sys --locked --features ggml-sys/vulkan,audio-engine/vulkan \
+  --test vulkan_ops --test device_engine --test gdn_cache --test llm_inplace --no-run \
+  --message-format=json-render-diagnostics > "$logs/build.json"
 declare -A exe dir
 while read -r name path manifest; do
   exe[$name]=$path
   dir[$name]=$(dirname "$manifest")
-done < <(cargo test "${packages[@]}" --test vulkan_ops --test device_engine --test gdn_cache \
-           --test llm_inplace --no-run --message-format=json 2>/dev/null | python3 -c '
+done < <(python3 -c '
 import json, sys
-for line in sys.stdin:
+for line in open(sys.argv[1]):
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and "test" in m["target"]["kind"]:
-        print(m["target"]["name"], m["executable"], m["manifest_path"])')
+        print(m["target"]["name"], m["executable"], m["manifest_path"])' "$logs/build.json")
 for name in device_engine gdn_cache llm_inplace vulkan_ops; do
   [ -n "${exe[$name]:-}" ] || { echo "vulkan-check: no test binary for $name" >&2; exit 1; }
 done
@@ -73,8 +75,6 @@ stage "built"
 # binary after the other: with vendor/patches/0008, ggml waits for a CPU device without spinning,
 # which leaves each process a core. Each part's output is printed when it ends; a lane stops at
 # its first failing part, and the script fails when a part failed.
-logs=$(mktemp -d)
-trap 'rm -rf "$logs"' EXIT
 part() { # NAME ARGS...: runs one test binary from its package's directory, as cargo does
   local name=$1; shift
   local t0 rc
