@@ -11,7 +11,8 @@
 # As root on Debian 12 it installs what it needs: CMake, the Vulkan headers and loader, glslc and
 # SPIRV-Headers from bookworm, and Mesa's Vulkan drivers from bookworm-backports (lavapipe from
 # Mesa 22.3, bookworm's own, corrupts the heap under ggml's shaders; 25.0 does not). Elsewhere
-# install the equivalents first. Prints each stage's time; exits non-zero when a test fails.
+# install the equivalents first. Prints each stage's time; exits non-zero when a test fails or
+# finds no Vulkan device.
 #
 # Cold, lavapipe compiles every pipeline the tests use at its first dispatch (Mesa caches them in
 # ~/.cache/mesa_shader_cache, and a warm run takes about a minute), and the ggml build with the
@@ -46,6 +47,9 @@ fi
 
 # why: ggml lists CPU-type Vulkan devices (lavapipe) only when named here.
 export GGML_VK_VISIBLE_DEVICES=${GGML_VK_VISIBLE_DEVICES:-0}
+# why: the tests skip without a Vulkan device; this script is there to run them on one, so a
+# missing device fails it (a green run that ran nothing would hide a broken install).
+export LFM2E_REQUIRE_DEVICE=1
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 # One build of the four test binaries (one package set and one feature set, so that ggml is

@@ -8,6 +8,8 @@
 //! Vulkan device (vendor/patches/0006 runs the in-place update there), against the gathered path
 //! on the device and against the CPU.
 
+mod common;
+
 use audio_engine::llm::{Decoder, DecoderConfig, EvalObserver, RandomModel, Sampler, SeqId};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -354,7 +356,9 @@ fn on_vulkan_inplace_matches_gathered_path() {
     let device = std::env::var("GGML_VK_VISIBLE_DEVICES").unwrap_or_else(|_| "0".into());
     let probe = run_child_on("qwen35,1,0", false, Devices::Vulkan(&device));
     if probe.offloaded == 0 {
-        println!("llm on Vulkan: skipped, no Vulkan device {device:?} took the layers");
+        common::skip_without_device(&format!(
+            "llm on Vulkan: skipped, no Vulkan device {device:?} took the layers"
+        ));
         return;
     }
     for spec in ["qwen35,4,0", "qwen35,4,2", "qwen3next,4,0"] {

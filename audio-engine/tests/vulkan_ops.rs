@@ -14,6 +14,8 @@
 //! device every test prints why and passes.
 #![cfg(feature = "vulkan")]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
@@ -39,7 +41,7 @@ fn vulkan() -> Option<Backend> {
                 Some(b)
             }
             Err(GgmlError::Device(e @ DeviceError::NotFound { .. })) => {
-                println!("vulkan_ops: skipped, no Vulkan device: {e}");
+                common::skip_without_device(&format!("vulkan_ops: skipped, no Vulkan device: {e}"));
                 None
             }
             Err(e) => panic!("vulkan:0 is listed but does not start: {e}"),
