@@ -71,7 +71,9 @@ fn have_device() -> bool {
                 true
             }
             Err(GgmlError::Device(e @ DeviceError::NotFound { .. })) => {
-                common::skip_without_device(&format!("device_engine: skipped, no such device: {e}"));
+                common::skip_without_device(&format!(
+                    "device_engine: skipped, no such device: {e}"
+                ));
                 false
             }
             Err(e) => panic!("{} is listed but does not start: {e}", device()),
