@@ -16,11 +16,13 @@ const ROWS: i64 = 256;
 fn product(ty: GgmlType, repack: bool, stable: bool, w: &[u8], x: &[f32]) -> Vec<u32> {
     let be = Backend::cpu().unwrap().with_weight_repack(repack);
     be.set_n_threads(2).unwrap();
-    product_on(&be, ty, (K, ROWS), stable, w, x)
+    product_on(&be, &be, ty, (K, ROWS), stable, w, x)
 }
 
-/// `w x` on `be` for a weight `[k, rows]` of type `ty` (placed as `be` places weights), as bits.
+/// `w x` computed on `be` for a weight `[k, rows]` of type `ty` placed as `place` places
+/// weights (a handle of the same backend), as bits.
 fn product_on(
+    place: &Backend,
     be: &Backend,
     ty: GgmlType,
     (k, rows): (i64, i64),
@@ -39,8 +41,8 @@ fn product_on(
         mapping: None,
         may_repack: &|_| true,
     };
-    let store = WeightStore::load(be, &[spec], opts).unwrap();
-    if ty == GgmlType::Q4_0 && be.weight_repack() {
+    let store = WeightStore::load(place, &[spec], opts).unwrap();
+    if ty == GgmlType::Q4_0 && place.weight_repack() {
         // the VNNI kernel's test compares kernels on repacked weights only
         assert_eq!(store.placement().repacked, 1, "the weight is repacked");
     }
@@ -104,19 +106,19 @@ fn every_column_gets_its_bits_alone_at_every_width() {
 }
 
 /// `w x` for a repacked `Q4_0` weight `[k, rows]` on `threads` threads, with or without the VNNI
-/// column kernel, as bits (plain compute: with it, the kernel takes two columns and more).
+/// column kernel, as bits (plain compute: with it, the kernel takes two columns and more, and
+/// one on CPUs with AMX). The weight is placed as a backend with the kernel places it either
+/// way (in `CPU_REPACK`, passing over AMX), so that without it ggml's kernels for the same
+/// layout compute.
 fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f32]) -> Vec<u32> {
-    let be = Backend::cpu()
+    let place = Backend::cpu()
         .unwrap()
         .with_weight_repack(true)
-        .with_vnni_q4_0(vnni);
-    assert_eq!(
-        be.vnni_q4_0(),
-        vnni,
-        "the kernel is built (checked by the caller)"
-    );
+        .with_vnni_q4_0(true);
+    assert!(place.vnni_q4_0(), "the kernel is built (checked by the caller)");
+    let be = place.clone().with_vnni_q4_0(vnni);
     be.set_n_threads(threads).unwrap();
-    product_on(&be, GgmlType::Q4_0, (k, rows), false, w, x)
+    product_on(&place, &be, GgmlType::Q4_0, (k, rows), false, w, x)
 }
 
 /// Vendor patch 0007: the AVX-512 VNNI column kernel (two columns and more; one column keeps

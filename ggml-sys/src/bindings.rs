@@ -3661,7 +3661,7 @@ pub struct ggml_cplan {
     pub abort_callback: ggml_abort_callback,
     pub abort_callback_data: *mut ::std::os::raw::c_void,
     pub use_ref: bool,
-    pub q4_0_vnni: bool,
+    pub q4_0_vnni: ::std::os::raw::c_int,
 }
 impl Default for ggml_cplan {
     fn default() -> Self {
@@ -3931,7 +3931,10 @@ unsafe extern "C" {
     pub fn ggml_cpu_has_q4_0_vnni() -> bool;
 }
 unsafe extern "C" {
-    pub fn ggml_backend_cpu_set_q4_0_vnni(backend_cpu: ggml_backend_t, enable: bool) -> bool;
+    pub fn ggml_backend_cpu_set_q4_0_vnni(
+        backend_cpu: ggml_backend_t,
+        min_cols: ::std::os::raw::c_int,
+    ) -> ::std::os::raw::c_int;
 }
 unsafe extern "C" {
     pub fn ggml_cpu_q4_0_vnni_calls() -> u64;

@@ -222,6 +222,21 @@ pub fn vnni_q4_0_calls() -> u64 {
     unsafe { sys::ggml_cpu_q4_0_vnni_calls() }
 }
 
+/// The fewest columns a `Q4_0` product needs for the VNNI column kernel to take it: 1 on CPUs
+/// with AMX-INT8, 2 elsewhere. Either way each column has the bits of ggml's one-column gemv,
+/// so this moves only time. why: one column is bound by reading the weights. On the AMD Zen 4
+/// machine ggml's repacked gemv was the faster there (an earlier form of the kernel, reading
+/// two streams, ran at 0.65-0.88x its speed; not measured there since); on the Sapphire Rapids
+/// machine the gemv's step took 67 ms where the kernel's took 34 ms (and ggml's AMX one-column
+/// path, which these weights took before the kernel passed over AMX, 30 ms).
+fn vnni_q4_0_min_columns() -> c_int {
+    static MIN: OnceLock<c_int> = OnceLock::new();
+    *MIN.get_or_init(|| match crate::ggml::cpu_features().contains(&"amx_int8") {
+        true => 1,
+        false => 2,
+    })
+}
+
 /// Whether CPU computes take the VNNI column kernel unless a backend handle says otherwise
 /// ([`Backend::with_vnni_q4_0`]): true unless the environment variable `LFM2_NO_VNNI_Q4_0` is
 /// set to a non-empty value other than `0` (read once).
@@ -296,11 +311,26 @@ pub(crate) fn buffer_type_name(buft: BufferType) -> String {
     c_string(unsafe { sys::ggml_backend_buft_name(buft.0.as_ptr()) }).unwrap_or_default()
 }
 
+/// ggml's name of its AMX buffer type (`ggml-cpu/amx/amx.cpp`).
+const AMX_BUFFER_TYPE: &str = "AMX";
+
 /// The first CPU extra buffer type that supports a matrix product with a weight of type `ty`
 /// and shape `ne` as its first operand (llama.cpp's `weight_buft_supported` for `MUL_MAT`):
 /// ggml's own test, against a dummy zero-sized buffer of each type, so it answers for this CPU's
 /// features and the weight's shape (e.g. `Q4_0` rows a multiple of 8 with AVX2).
-pub(crate) fn extra_buffer_for_matmul(ty: GgmlType, ne: [i64; 4]) -> Result<Option<BufferType>> {
+///
+/// `column_kernel`: the backend computes with the VNNI column kernel
+/// ([`Backend::with_vnni_q4_0`]), so `Q4_0` weights pass over ggml's AMX buffer type (first in
+/// its order on CPUs with AMX) for `CPU_REPACK`, the kernel's layout. why: on such a CPU
+/// (Sapphire Rapids, 2 threads, full-size package; BENCHMARKS.md, "The kernel on an AMX
+/// machine") an 81-position prefill took 288-351 ms with the column kernel against 456-766 ms
+/// on AMX, and a batched step at width 4 52 ms against 70 ms; and each column keeps one
+/// kernel's bits at every width.
+pub(crate) fn extra_buffer_for_matmul(
+    ty: GgmlType,
+    ne: [i64; 4],
+    column_kernel: bool,
+) -> Result<Option<BufferType>> {
     let bufts = cpu_extra_buffer_types();
     if bufts.is_empty() {
         return Ok(None);
@@ -313,6 +343,9 @@ pub(crate) fn extra_buffer_for_matmul(ty: GgmlType, ne: [i64; 4]) -> Result<Opti
     let x = ctx.new_tensor(GgmlType::F32, &[ne[0], 512, ne[2], ne[3]])?;
     let op = ctx.mul_mat(w, x)?;
     for &buft in bufts {
+        if column_kernel && ty == GgmlType::Q4_0 && buffer_type_name(buft) == AMX_BUFFER_TYPE {
+            continue;
+        }
         // SAFETY: the buffer type is live; a zero size yields a dummy buffer without memory
         // (or null on failure).
         let dummy = unsafe { sys::ggml_backend_buft_alloc_buffer(buft.0.as_ptr(), 0) };
@@ -406,12 +439,15 @@ impl Backend {
 
     /// This handle with the AVX-512 VNNI column kernel for repacked `Q4_0` weights turned on
     /// or off (where the build has it: [`vnni_q4_0_built`]). It computes products of two
-    /// columns and more; one column keeps ggml's one-column kernel, which reads the weights as
-    /// one stream and is bound by that read. The kernel gives every column that kernel's bits
-    /// (the same float operations in the same order; only the exact integer dot of each block
-    /// is computed another way), so outputs do not change, at any width, and it is faster from
-    /// two columns (BENCHMARKS.md). Default: [`vnni_q4_0_by_default`]. Other clones of the
-    /// backend keep their setting.
+    /// columns and more, and of one column on CPUs with AMX-INT8; elsewhere one column keeps
+    /// ggml's one-column kernel, which reads the weights as one stream and is bound by that
+    /// read. The kernel gives every column that kernel's bits (the same float operations in the
+    /// same order; only the exact integer dot of each block is computed another way), so
+    /// outputs do not change, at any width, and it is faster from two columns (BENCHMARKS.md).
+    /// With it on, weight stores loaded for this handle put `Q4_0` matrices in `CPU_REPACK`
+    /// rather than ggml's AMX buffer type, whose kernels round otherwise: on CPUs with AMX the
+    /// setting at load changes output bits. Default: [`vnni_q4_0_by_default`]. Other clones of
+    /// the backend keep their setting.
     pub fn with_vnni_q4_0(mut self, on: bool) -> Backend {
         self.vnni_q4_0 = on;
         self
@@ -642,9 +678,14 @@ impl Backend {
             unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), n as c_int) };
         }
         if self.inner.is_cpu {
-            // SAFETY: the backend is live and a CPU backend; the flag only selects a kernel
+            let min_cols = if self.vnni_q4_0 {
+                vnni_q4_0_min_columns()
+            } else {
+                0
+            };
+            // SAFETY: the backend is live and a CPU backend; the value only selects a kernel
             // (and is ignored where the build lacks it).
-            unsafe { sys::ggml_backend_cpu_set_q4_0_vnni(raw.as_ptr(), self.vnni_q4_0) };
+            unsafe { sys::ggml_backend_cpu_set_q4_0_vnni(raw.as_ptr(), min_cols) };
         }
         let column_stable = column_stable && self.inner.is_cpu;
         if column_stable {

@@ -115,10 +115,14 @@ pub struct ModelOptions {
     /// ...; see [`Backend::with_weight_repack`]): faster, with other rounding than the plain
     /// kernels. Default on, off when the environment sets `LFM2_NO_REPACK=1`.
     pub repack: bool,
-    /// Compute products of two columns and more with repacked `Q4_0` weights with the AVX-512
-    /// VNNI column kernel (vendor patch 0007; see [`Backend::with_vnni_q4_0`]) where this build
-    /// has it: prefills, encoders and batched steps. Outputs are the same bytes either way.
-    /// Default on, off when the environment sets `LFM2_NO_VNNI_Q4_0=1`.
+    /// Compute products of two columns and more (and of one, on CPUs with AMX-INT8) with
+    /// repacked `Q4_0` weights with the AVX-512 VNNI column kernel (vendor patch 0007; see
+    /// [`Backend::with_vnni_q4_0`]) where this build has it: prefills, encoders and batched
+    /// steps. Where ggml has no AMX, outputs are the same bytes either way. On CPUs with AMX,
+    /// it also puts `Q4_0` matrices in ggml's `CPU_REPACK` layout rather than its AMX one,
+    /// whose kernels round otherwise, so there the setting changes output bytes (each setting
+    /// keeps its own at every batch width). Default on, off when the environment sets
+    /// `LFM2_NO_VNNI_Q4_0=1`.
     pub vnni_q4_0: bool,
     /// The device the weights, caches and graphs live on: `cpu`, `vulkan:N`, `cuda:N` or
     /// `metal` (parsed from those strings; the build needs the device's cargo feature). On a
