@@ -11,8 +11,9 @@
 //! the graph allocator's size before and after the block.
 //!
 //! Where ours computes `Q4_0` products with the VNNI column kernel (vendor patch 0007), a third
-//! side times ours again with ggml's own kernel (a second copy of the backbone), so the
-//! kernel's gain is read in the same run; the three rotate which goes first.
+//! side times ours again with ggml's own kernel (a second copy of the backbone, loaded with the
+//! kernel off: on CPUs with AMX its `Q4_0` weights then take ggml's AMX path), so the kernel's
+//! gain is read in the same run; the three rotate which goes first.
 
 use std::path::Path;
 use std::time::Instant;

@@ -13,6 +13,15 @@
 //! backbone step alone (`Backbone::forward_steps` at widths N, no scheduler) and llama.cpp's
 //! own parallel decode of N sequences on the same backbone file (one `llama_batch` with N
 //! sequence ids, as `llama-batched-bench` does).
+//!
+//! The bound: batching shares only the steps (text steps, frames' backbone and depthformer
+//! steps). Encoders, prefills and detokenizers run per session on the same cores. With `f` the
+//! share of the N = 1 wall time spent in the batchable steps and `r(N)` the batched step at
+//! width N against width 1, N sessions need at least `N (1 - f) + f r(N)` times N = 1's wall time
+//! for N times its audio, so their audio per wall second is at most `N / (N (1 - f) + f r(N))`
+//! times N = 1's. It assumes that the work outside the steps keeps the cores busy at N = 1 (it
+//! runs with every thread there) and that the depthformer's frames scale as the backbone's step.
+//! The column says how far the measured figure is from what the steps allow.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -42,6 +51,8 @@ struct TurnTrace {
     audio_events: Vec<f64>,
     audio_secs: f64,
     generate: f64,
+    /// Seconds in the work a tick can batch: text steps, frames' backbone and depthformer.
+    batchable: f64,
     text_step: Option<f64>,
     digest: u64,
 }
@@ -87,6 +98,15 @@ fn conversation(
             first_audio: audio_events.first().copied(),
             audio_secs: r.reply.audio.len() as f64 / 24_000.0,
             generate: timings.generate.as_secs_f64(),
+            batchable: [
+                &timings.steps.text,
+                &timings.steps.frame_backbone,
+                &timings.steps.depthformer,
+            ]
+            .iter()
+            .flat_map(|d| d.iter())
+            .map(Duration::as_secs_f64)
+            .sum(),
             text_step: median(&super::secs(&timings.steps.text)),
             audio_events,
             digest,
@@ -100,6 +120,8 @@ fn conversation(
 struct Point {
     n: usize,
     wall: f64,
+    /// Seconds all sessions spent in batchable work (`TurnTrace::batchable`).
+    batchable: f64,
     audio: f64,
     rtf: Vec<f64>,
     ttfa: Vec<f64>,
@@ -198,6 +220,7 @@ fn run_point(model: &Lfm2Audio, a: &Args, questions: &[Vec<u8>], n: usize) -> Re
     Ok(Point {
         n,
         wall,
+        batchable: all.iter().map(|t| t.batchable).sum(),
         audio: all.iter().map(|t| t.audio_secs).sum(),
         rtf: all
             .iter()
@@ -253,8 +276,8 @@ fn child(args: &[String]) -> Result<Value> {
 
 /// (child) The batched backbone step alone at each width: median seconds per step, with the
 /// `Q4_0` kernel the sessions use (`step_s`) and, where that is the VNNI column kernel, with
-/// ggml's own (`step_ggml_s`) on a second copy of the backbone, the two alternating which goes
-/// first at each width.
+/// ggml's own (`step_ggml_s`) on a second copy of the backbone loaded with the kernel off (on
+/// CPUs with AMX, ggml's AMX path), the two alternating which goes first at each width.
 pub fn steps_child(a: &Args, backbone: &Path) -> Result<()> {
     let threads = a.threads as usize;
     let vnni = super::vnni_kernel_on();
@@ -380,6 +403,8 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
     let base = &points[0];
     let base_rate = base.audio / base.wall;
     let one_step = ours_steps.get(&1).copied().unwrap_or(f64::NAN);
+    // the share of N = 1's wall time in batchable steps (module docs, "The bound")
+    let batchable_share = (base.batchable / base.wall).min(1.0);
     println!();
     println!(
         "sessions sweep: {} turns of {} steps each, starts {:.1} s apart, --threads {}, --batch {}",
@@ -390,10 +415,10 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
          newcomer TTFA ms | text step ms (stream) | tick width | longest audio gap in a prefill ms | \
          longest audio gap otherwise ms | \
          peak RSS over model MiB | batched step ms | vs N=1 | llama.cpp N-seq step ms | ours / llama.cpp | \
-         batched step, ggml's Q4_0 kernel ms | vs N=1 |"
+         batched step, ggml's Q4_0 kernel ms | vs N=1 | bound from the steps |"
     );
     println!(
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     );
     let one_ggml = ggml_steps.get(&1).copied().unwrap_or(f64::NAN);
     let mut rows = Vec::new();
@@ -402,9 +427,11 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
         let step = ours_steps.get(&p.n).copied().unwrap_or(f64::NAN);
         let llama = llama_steps.get(&p.n).copied().unwrap_or(f64::NAN);
         let ggml = ggml_steps.get(&p.n).copied().unwrap_or(f64::NAN);
+        let n = p.n as f64;
+        let bound = n / (n * (1.0 - batchable_share) + batchable_share * step / one_step);
         println!(
             "| {} | {:.3} | {:.2}x | {:.2} | {:.0} | {:.0} | {:.0} | {:.1} | {:.2} | {:.0} | {:.0} | {:.0} | \
-             {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {:.2}x |",
+             {:.1} | {:.2}x | {:.1} | {:.2}x | {:.1} | {:.2}x | {:.2}x |",
             p.n,
             rate,
             rate / base_rate,
@@ -423,6 +450,7 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
             step / llama,
             ggml * 1e3,
             ggml / one_ggml,
+            bound,
         );
         rows.push(
             json!({"n": p.n, "audio_per_wall_s": rate, "ratio": rate / base_rate,
@@ -432,7 +460,7 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
             "gap_in_prefill_s": p.gap_in_prefill, "gap_elsewhere_s": p.gap_elsewhere,
             "peak_rss_over_model": p.peak_rss_over_model,
             "batched_step_s": step, "llama_parallel_step_s": llama,
-            "batched_step_ggml_kernel_s": ggml}),
+            "batched_step_ggml_kernel_s": ggml, "bound_from_steps": bound}),
         );
     }
     // A session's bytes do not depend on its company: every session of every count made the
@@ -441,6 +469,10 @@ pub fn run(a: &Args, model: &Lfm2Audio, backbone: &Path, questions: &[Vec<u8>]) 
     let identical = points
         .iter()
         .all(|p| p.digests.iter().all(|d| d == reference));
+    println!(
+        "N = 1 spent {:.0} % of its wall time in batchable steps",
+        batchable_share * 100.0
+    );
     println!(
         "outputs identical across counts and sessions: {}",
         if identical { "yes" } else { "NO" }
