@@ -115,7 +115,10 @@ fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f3
         .unwrap()
         .with_weight_repack(true)
         .with_vnni_q4_0(true);
-    assert!(place.vnni_q4_0(), "the kernel is built (checked by the caller)");
+    assert!(
+        place.vnni_q4_0(),
+        "the kernel is built (checked by the caller)"
+    );
     let be = place.clone().with_vnni_q4_0(vnni);
     be.set_n_threads(threads).unwrap();
     product_on(&place, &be, GgmlType::Q4_0, (k, rows), false, w, x)
