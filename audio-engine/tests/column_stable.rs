@@ -124,8 +124,8 @@ fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f3
     product_on(&place, &be, GgmlType::Q4_0, (k, rows), false, w, x)
 }
 
-/// Vendor patch 0007: the AVX-512 VNNI column kernel (two columns and more; one column keeps
-/// ggml's gemv) gives every column of a repacked `Q4_0` product the bits ggml's own kernels
+/// Vendor patch 0007: the AVX-512 VNNI column kernel (from `vnni_q4_0_min_columns()` columns:
+/// two, or one on CPUs with AMX; below that ggml's gemv) gives every column of a repacked `Q4_0` product the bits ggml's own kernels
 /// give it (its one-column gemv below four columns, its four-column gemm above), at every
 /// width, thread count and row tail (rows a multiple of 16, and 8 more), and so each column its
 /// bits alone.
@@ -158,9 +158,11 @@ fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
                 let xs = &x[..(cols * k) as usize];
                 let calls = audio_engine::ggml::vnni_q4_0_calls();
                 let ours = q4_0_product(true, threads, k, rows, &w, xs);
-                assert!(
-                    cols == 1 || audio_engine::ggml::vnni_q4_0_calls() > calls,
-                    "k {k} rows {rows} width {cols} threads {threads}: the VNNI kernel did not run"
+                let ran = audio_engine::ggml::vnni_q4_0_calls() > calls;
+                assert_eq!(
+                    ran,
+                    cols as usize >= audio_engine::ggml::vnni_q4_0_min_columns(),
+                    "k {k} rows {rows} width {cols} threads {threads}: whether the VNNI kernel ran"
                 );
                 let ggml = q4_0_product(false, threads, k, rows, &w, xs);
                 assert!(

@@ -229,8 +229,8 @@ pub fn vnni_q4_0_calls() -> u64 {
 /// two streams, ran at 0.65-0.88x its speed; not measured there since); on the Sapphire Rapids
 /// machine the gemv's step took 67 ms where the kernel's took 34 ms (and ggml's AMX one-column
 /// path, which these weights took before the kernel passed over AMX, 30 ms).
-fn vnni_q4_0_min_columns() -> c_int {
-    static MIN: OnceLock<c_int> = OnceLock::new();
+pub fn vnni_q4_0_min_columns() -> usize {
+    static MIN: OnceLock<usize> = OnceLock::new();
     *MIN.get_or_init(|| match crate::ggml::cpu_features().contains(&"amx_int8") {
         true => 1,
         false => 2,
@@ -678,10 +678,9 @@ impl Backend {
             unsafe { sys::ggml_backend_cpu_set_n_threads(raw.as_ptr(), n as c_int) };
         }
         if self.inner.is_cpu {
-            let min_cols = if self.vnni_q4_0 {
-                vnni_q4_0_min_columns()
-            } else {
-                0
+            let min_cols = match self.vnni_q4_0 {
+                true => vnni_q4_0_min_columns() as c_int,
+                false => 0,
             };
             // SAFETY: the backend is live and a CPU backend; the value only selects a kernel
             // (and is ignored where the build lacks it).
