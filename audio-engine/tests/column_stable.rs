@@ -125,10 +125,10 @@ fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f3
 }
 
 /// Vendor patch 0007: the AVX-512 VNNI column kernel (from `vnni_q4_0_min_columns()` columns:
-/// two, or one on CPUs with AMX; below that ggml's gemv) gives every column of a repacked `Q4_0` product the bits ggml's own kernels
-/// give it (its one-column gemv below four columns, its four-column gemm above), at every
-/// width, thread count and row tail (rows a multiple of 16, and 8 more), and so each column its
-/// bits alone.
+/// two, or one on CPUs with AMX; below that ggml's gemv) gives every column of a repacked
+/// `Q4_0` product the bits ggml's own kernels give it (its one-column gemv below four columns,
+/// its four-column gemm above), at every width, thread count and row tail (rows a multiple of
+/// 16, and 8 more), and so each column its bits alone.
 #[test]
 fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
     if !audio_engine::ggml::vnni_q4_0_built() {

@@ -484,10 +484,10 @@ fn plan(
     options: LoadOptions<'_>,
 ) -> Result<Vec<Place>> {
     let mut places = Vec::with_capacity(specs.len());
+    let column_kernel = backend.vnni_q4_0();
     for ((t, s), d) in tensors.iter().zip(specs).zip(data) {
         // why CPU only: repacked rows are the CPU kernels' layout, which no device reads.
         if backend.is_cpu() && backend.weight_repack() && (options.may_repack)(s.name) {
-            let column_kernel = backend.vnni_q4_0();
             if let Some(buft) =
                 super::backend::extra_buffer_for_matmul(s.ty, t.ne(), column_kernel)?
             {
