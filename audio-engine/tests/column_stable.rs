@@ -128,7 +128,7 @@ fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f3
 /// two, or one on CPUs with AMX; below that ggml's gemv) gives every column of a repacked
 /// `Q4_0` product the bits ggml's own kernels give it (its one-column gemv below four columns,
 /// its four-column gemm above), at every width, thread count and row tail (rows a multiple of
-/// 16, and 8 more), and so each column its bits alone.
+/// 16, and 8 more), and so each column its bits alone; on its AMX tiles too.
 #[test]
 fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
     if !audio_engine::ggml::vnni_q4_0_built() {
@@ -138,12 +138,17 @@ fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
         );
         return;
     }
+    // On builds for CPUs with AMX-INT8 the kernel computes wide products on AMX tiles: the
+    // same bits, checked here too.
+    let amx_from = audio_engine::ggml::vnni_q4_0_amx_min_columns();
+    println!("AMX tiles from {amx_from} columns (0: not built)");
     for (k, rows) in [(2048_i64, 264_i64), (8192, 64)] {
         let wf: Vec<f32> = (0..k * rows)
             .map(|i| (((i * 7919) % 2003) as f32 - 1001.0) / 3000.0)
             .collect();
         let w = audio_engine::ggml::quant::quantize(GgmlType::Q4_0, &wf, k as usize).unwrap();
-        let widths = [1_i64, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33];
+        // 31-33 and 81 (a prefill block): around and past the kernel's AMX threshold
+        let widths = [1_i64, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 81];
         let max = *widths.iter().max().unwrap();
         let x: Vec<f32> = (0..k * max)
             .map(|i| (((i * 104_729) % 1999) as f32 - 999.0) / 500.0)
@@ -157,12 +162,20 @@ fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
             for &cols in &widths {
                 let xs = &x[..(cols * k) as usize];
                 let calls = audio_engine::ggml::vnni_q4_0_calls();
+                let amx_calls = audio_engine::ggml::vnni_q4_0_amx_calls();
                 let ours = q4_0_product(true, threads, k, rows, &w, xs);
                 let ran = audio_engine::ggml::vnni_q4_0_calls() > calls;
                 assert_eq!(
                     ran,
                     cols as usize >= audio_engine::ggml::vnni_q4_0_min_columns(),
                     "k {k} rows {rows} width {cols} threads {threads}: whether the VNNI kernel ran"
+                );
+                let amx = audio_engine::ggml::vnni_q4_0_amx_calls() > amx_calls;
+                assert_eq!(
+                    amx,
+                    amx_from > 0 && cols as usize >= amx_from,
+                    "k {k} rows {rows} width {cols} threads {threads}: whether the kernel's AMX \
+                     tiles ran (from {amx_from} columns; 0: not built)"
                 );
                 let ggml = q4_0_product(false, threads, k, rows, &w, xs);
                 assert!(

@@ -3940,6 +3940,12 @@ unsafe extern "C" {
     pub fn ggml_cpu_q4_0_vnni_calls() -> u64;
 }
 unsafe extern "C" {
+    pub fn ggml_cpu_q4_0_vnni_amx_min_cols() -> ::std::os::raw::c_int;
+}
+unsafe extern "C" {
+    pub fn ggml_cpu_q4_0_vnni_amx_calls() -> u64;
+}
+unsafe extern "C" {
     pub fn ggml_backend_cpu_reg() -> ggml_backend_reg_t;
 }
 unsafe extern "C" {

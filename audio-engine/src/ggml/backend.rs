@@ -222,6 +222,21 @@ pub fn vnni_q4_0_calls() -> u64 {
     unsafe { sys::ggml_cpu_q4_0_vnni_calls() }
 }
 
+/// The fewest columns a `Q4_0` product needs for the column kernel to compute it on AMX tiles
+/// (vendor patch 0007, with the same bits), or 0 when it cannot: a build for a CPU without
+/// AMX-INT8, or a process the OS refused the tiles' state.
+pub fn vnni_q4_0_amx_min_columns() -> usize {
+    // SAFETY: no preconditions; the first call asks Linux for the tiles' state once.
+    let n = unsafe { sys::ggml_cpu_q4_0_vnni_amx_min_cols() };
+    usize::try_from(n).unwrap_or(0)
+}
+
+/// How many of [`vnni_q4_0_calls`]' chunks went to AMX tiles (a count that only grows).
+pub fn vnni_q4_0_amx_calls() -> u64 {
+    // SAFETY: no preconditions; reads a relaxed atomic counter.
+    unsafe { sys::ggml_cpu_q4_0_vnni_amx_calls() }
+}
+
 /// The fewest columns a `Q4_0` product needs for the VNNI column kernel to take it: 1 on CPUs
 /// with AMX-INT8, 2 elsewhere. Either way each column has the bits of ggml's one-column gemv,
 /// so this moves only time. why: one column is bound by reading the weights. On the AMD Zen 4

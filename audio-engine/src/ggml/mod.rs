@@ -28,8 +28,8 @@ pub mod thread_budget;
 pub mod weights;
 
 pub use backend::{
-    devices, repack_by_default, vnni_q4_0_built, vnni_q4_0_by_default, vnni_q4_0_calls,
-    vnni_q4_0_min_columns, Backend, DeviceInfo, DeviceKind,
+    devices, repack_by_default, vnni_q4_0_amx_calls, vnni_q4_0_amx_min_columns, vnni_q4_0_built,
+    vnni_q4_0_by_default, vnni_q4_0_calls, vnni_q4_0_min_columns, Backend, DeviceInfo, DeviceKind,
 };
 pub use buffer::{AlignedBytes, BackendBuffer, GraphAllocator, HostMemory};
 pub use context::Context;
