@@ -19,12 +19,11 @@ use common::package::package;
 /// Three sequences joined with different prompts, then four steps: every sequence's logits after
 /// each step, as bits.
 fn decode(model: &LlmModel) -> Vec<u32> {
+    // one thread: libtest runs other tests beside this one
     let cfg = DecoderConfig {
         n_seq_max: 3,
-        n_ctx_per_seq: 256,
-        n_batch: 32,
         n_threads: 1,
-        n_rs_seq: 0,
+        ..DecoderConfig::default()
     };
     let mut dec = Decoder::new(model, cfg).unwrap();
     let seqs = [
