@@ -8,6 +8,12 @@
 use audio_engine::ggml::{
     cpu_variant, Backend, Context, GgmlType, GraphAllocator, LoadOptions, TensorSpec, WeightStore,
 };
+use std::sync::Mutex;
+
+/// Held by each test for its whole run. why: the kernel's call counters are per process, and
+/// libtest runs this binary's tests side by side, so the other test's products would count
+/// as this one's.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const K: i64 = 2048;
 const ROWS: i64 = 256;
@@ -82,6 +88,7 @@ fn unstable_widths(ty: GgmlType, repack: bool, stable: bool, w: &[u8], x: &[f32]
 
 #[test]
 fn every_column_gets_its_bits_alone_at_every_width() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let wf: Vec<f32> = (0..K * ROWS)
         .map(|i| (((i * 7919) % 2003) as f32 - 1001.0) / 3000.0)
         .collect();
@@ -131,6 +138,7 @@ fn q4_0_product(vnni: bool, threads: usize, k: i64, rows: i64, w: &[u8], x: &[f3
 /// 16, and 8 more), and so each column its bits alone; on its AMX tiles too.
 #[test]
 fn vnni_q4_0_kernel_gives_ggml_bits_at_every_width() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if !audio_engine::ggml::vnni_q4_0_built() {
         println!(
             "SKIPPED: this build has no VNNI Q4_0 kernel (CPU variant {})",
