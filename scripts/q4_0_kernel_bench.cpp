@@ -5,9 +5,8 @@
 // Build against the patched tree a cargo build leaves in ggml-sys's OUT_DIR, on a CPU with AMX
 // (the AMX form is compiled only for one):
 //
-//   g++ -O3 -march=native -std=c++17 \
-//     -I "$(ls -d target/release/build/ggml-sys-*/out/llama.cpp/ggml/src/ggml-cpu | head -1)" \
-//     scripts/q4_0_kernel_bench.cpp -o /tmp/q4_0_kernel_bench
+//   TREE="$(ls -d target/release/build/ggml-sys-*/out/llama.cpp/ggml/src/ggml-cpu | head -1)"
+//   g++ -O3 -march=native -std=c++17 -I "$TREE" scripts/q4_0_kernel_bench.cpp -o /tmp/q4_0_kernel_bench
 //   /tmp/q4_0_kernel_bench ROWS K COLUMNS [REPS]     # e.g. 2048 2048 81 (a prefill block)
 #include "repack-q4_0-vnni.h"
 
@@ -22,31 +21,6 @@
 #include <random>
 
 using namespace q4_0_vnni;
-
-// The kernel's VNNI form at any width (its gemm() takes the AMX form from AMX_MIN_COLS).
-static void gemm_vnni(int n, float * s, size_t bs, const void * vx, const void * vy, int nrows, int ncols) {
-    const int nb = n / QK;
-    prepared_columns & p = thread_columns();
-    if (!p.valid || p.vy != vy || p.nb != nb || p.ncols != ncols) prepare_columns(p, vy, nb, ncols);
-    for (int c0 = 0; c0 < ncols; c0 += TILE_COLS) {
-        const int nc = std::min(ncols - c0, TILE_COLS);
-        const tile_block * tq = (const tile_block *) (p.data.data() + (size_t) (c0 / TILE_COLS) * tile_bytes(nb));
-        const float * tad = (const float *) (tq + (size_t) nb * nc);
-        const int32_t * tcorr = (const int32_t *) (tad + (size_t) nb * nc);
-        float * out = s + (size_t) c0 * bs;
-        const uint8_t * w = (const uint8_t *) vx;
-        switch (nc) {
-            case 1: rows_times_tile<1>(nb, out, bs, w, nrows, tq, tad, tcorr); break;
-            case 2: rows_times_tile<2>(nb, out, bs, w, nrows, tq, tad, tcorr); break;
-            case 3: rows_times_tile<3>(nb, out, bs, w, nrows, tq, tad, tcorr); break;
-            case 4: rows_times_tile<4>(nb, out, bs, w, nrows, tq, tad, tcorr); break;
-            case 5: rows_times_tile<5>(nb, out, bs, w, nrows, tq, tad, tcorr); break;
-            case 6: rows_times_tile<6>(nb, out, bs, w, nrows, tq, tad, tcorr); break;
-            case 7: rows_times_tile<7>(nb, out, bs, w, nrows, tq, tad, tcorr); break;
-            default: rows_times_tile<8>(nb, out, bs, w, nrows, tq, tad, tcorr); break;
-        }
-    }
-}
 
 static uint16_t random_scale(std::mt19937 & g) {
     return _cvtss_sh(std::uniform_real_distribution<float>(0.001f, 0.05f)(g), 0);
