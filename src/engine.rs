@@ -3,21 +3,17 @@
 //! engine's plain data (audio input, voice, limits), so when the engine's calls change, this
 //! file changes and the rest of the C layer does not.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::Device;
-use audio_engine::lfm2_audio::conversation::{self as conv, Artifact, ArtifactKind as EngineKind};
+use audio_engine::lfm2_audio::conversation::{self as conv, meta_to_text, Artifact};
 use audio_engine::lfm2_audio::{
-    AsrJob as EngineAsrJob, AsrOptions, EngineError, Job as EngineJob, Lfm2Audio, ModelOptions,
-    ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TickStats, TtsJob as EngineTtsJob,
-    TtsOptions, Voice,
+    AsrJob, EngineError, Job, Lfm2Audio, ModelOptions, ReplyEvent, S2sRequest, Session,
+    SessionOptions, TickStats, TtsJob,
 };
 use audio_engine::lfm2_audio::{
-    AudioInput, ModelPackage, PackagePaths, Quant, SamplerConfig, DEFAULT_MAX_SECONDS,
-    INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
+    ModelPackage, PackagePaths, Quant, DEFAULT_MAX_SECONDS, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
 };
-use serde_json::Value;
 
 /// Sample rate of every audio output (Hz).
 pub const OUTPUT_RATE: u32 = OUTPUT_SAMPLE_RATE;
@@ -26,8 +22,6 @@ pub const INPUT_RATE: u32 = INPUT_SAMPLE_RATE;
 /// The longest audio the engine reads in one piece (seconds); the session's own limit
 /// (`lfm2_audio.max_pass_seconds`) is checked before, and is never above this.
 pub const ENGINE_MAX_SECONDS: f64 = DEFAULT_MAX_SECONDS;
-/// Steps a conversation's prompt and max_tokens may take together.
-pub const CONVERSATION_LIMIT: usize = conv::CONVERSATION_LIMIT;
 
 /// Why an engine call failed, sorted the way the C layer reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,20 +186,12 @@ impl Model {
         job: AsrJob,
         keep_going: &dyn Fn() -> bool,
     ) -> Result<Option<String>, Failure> {
-        let job = EngineJob::Asr(EngineAsrJob {
-            audio: job.audio,
-            options: AsrOptions {
-                max_new_tokens: job.max_tokens,
-                ..AsrOptions::default()
-            },
-            chunk_seconds: job.chunk_seconds,
-        });
         // why a cancel check besides the sink: the sink hears only text, so a cancel raised
         // during a chunk's encode, or in a chunk that decodes no text, would wait for the next
         // text; the check is asked before each chunk too.
         let o = self
             .task_session()
-            .run_cancellable(&job, keep_going, &mut |_| true)
+            .run_cancellable(&Job::Asr(job), keep_going, &mut |_| true)
             .map_err(failure)?;
         Ok((!o.cancelled).then_some(o.text))
     }
@@ -213,33 +199,14 @@ impl Model {
     /// Speaks `job.text`, handing each piece of audio to `sink` as it is produced, and the text
     /// of its text steps, which is not part of the output (false stops: the output then holds
     /// the audio delivered so far, `ended` false).
-    pub fn tts(
-        &self,
-        job: &TtsJob,
-        sink: &mut dyn FnMut(Piece) -> bool,
-    ) -> Result<Output, Failure> {
-        let opts = TtsOptions {
-            voice: job.voice,
-            max_new_tokens: job.max_tokens,
-            text: SamplerConfig::text(),
-            audio: SamplerConfig {
-                temperature: job.temperature,
-                top_k: job.top_k,
-                seed: job.seed,
-            },
-            chunk_chars: job.chunk_chars,
-        };
+    pub fn tts(&self, job: TtsJob, sink: &mut dyn FnMut(Piece) -> bool) -> Result<Output, Failure> {
         // why the text steps too: a tts result has no text, but the sink hears the text steps
         // before `<|audio_start|>` (callers drop them), so a cancel takes effect there instead
         // of waiting for the first frame. After a stop the engine delivers nothing more and
         // keeps the audio the sink accepted.
-        let job = EngineJob::Tts(EngineTtsJob {
-            text: job.text.clone(),
-            options: opts,
-        });
         let o = self
             .task_session()
-            .run(&job, &mut |ev| sink(Piece::of(ev)))
+            .run(&Job::Tts(job), &mut |ev| sink(Piece::of(ev)))
             .map_err(failure)?;
         Ok(Output {
             audio: Some(o.audio),
@@ -262,50 +229,11 @@ impl Model {
     }
 }
 
-/// An ASR request, typed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AsrJob {
-    /// The audio, as the caller's samples.
-    pub audio: AudioInput,
-    /// Most text tokens (per chunk).
-    pub max_tokens: usize,
-    /// Chunk length when the audio is split.
-    pub chunk_seconds: Option<f64>,
-}
-
-/// A TTS request, typed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TtsJob {
-    /// What to say.
-    pub text: String,
-    /// Who says it.
-    pub voice: Voice,
-    /// Most steps per text chunk.
-    pub max_tokens: usize,
-    /// Audio sampling temperature (0: greedy).
-    pub temperature: f32,
-    /// Audio top-k (0: all).
-    pub top_k: usize,
-    /// Seed of text chunk 0 (chunk i uses seed + i).
-    pub seed: u64,
-    /// Longest text chunk in characters.
-    pub chunk_chars: usize,
-}
-
-/// The kinds of artifact a conversation carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A reply (`lfm2_audio.reply`).
-    AcousticTokens,
-    /// A question (`lfm2_audio.question`, WAV bytes).
-    Custom,
-}
-
-/// An artifact going in or coming out, with its meta as strings.
+/// An artifact coming out, its meta as text (audio.cpp's form).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Blob {
-    /// Its kind.
-    pub kind: Kind,
+    /// Whether it is a reply (`lfm2_audio.reply`, acoustic tokens); else a custom blob.
+    pub acoustic_tokens: bool,
     /// Its id.
     pub id: String,
     /// Its bytes.
@@ -314,82 +242,19 @@ pub struct Blob {
     pub meta: Vec<(String, String)>,
 }
 
-/// Meta keys whose values are numbers / booleans in the engine's artifacts.
-const NUMERIC_META: [&str; 4] = ["codebooks", "audio_vocab_size", "text_vocab_size", "steps"];
-
-fn meta_value(key: &str, value: &str) -> Value {
-    if NUMERIC_META.contains(&key) {
-        if let Ok(n) = value.parse::<u64>() {
-            return Value::from(n);
-        }
-    } else if key == "ended" {
-        match value {
-            "true" => return Value::Bool(true),
-            "false" => return Value::Bool(false),
-            _ => {}
-        }
-    }
-    Value::String(value.to_owned())
-}
-
-fn meta_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
 impl Blob {
-    fn to_engine(&self) -> Artifact {
-        Artifact {
-            id: self.id.clone(),
-            kind: match self.kind {
-                Kind::AcousticTokens => EngineKind::AcousticTokens,
-                Kind::Custom => EngineKind::Custom,
-            },
-            payload: self.payload.clone(),
-            meta: self
-                .meta
-                .iter()
-                .map(|(k, v)| (k.clone(), meta_value(k, v)))
-                .collect::<BTreeMap<_, _>>(),
-        }
-    }
-
     fn from_engine(a: Artifact) -> Blob {
         Blob {
-            kind: match a.kind {
-                EngineKind::AcousticTokens => Kind::AcousticTokens,
-                _ => Kind::Custom,
-            },
+            acoustic_tokens: a.kind == conv::ArtifactKind::AcousticTokens,
             id: a.id,
             payload: a.payload,
             meta: a
                 .meta
                 .iter()
-                .map(|(k, v)| (k.clone(), meta_text(v)))
+                .map(|(k, v)| (k.clone(), meta_to_text(v)))
                 .collect(),
         }
     }
-}
-
-/// An S2S request, typed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct S2sJob {
-    /// The new question, the caller's samples.
-    pub question: AudioInput,
-    /// The earlier turns, in conversation order.
-    pub history: Vec<Blob>,
-    /// Whether the result carries the reply artifact.
-    pub return_codes: bool,
-    /// Most reply steps.
-    pub max_tokens: usize,
-    /// Audio sampling temperature.
-    pub temperature: f32,
-    /// Audio top-k.
-    pub top_k: usize,
-    /// Audio sampling seed.
-    pub seed: u64,
 }
 
 /// A piece of a reply, in order.
@@ -431,27 +296,12 @@ impl Conversation {
     /// false).
     pub fn s2s(
         &mut self,
-        job: &S2sJob,
+        request: S2sRequest,
         sink: &mut dyn FnMut(Piece) -> bool,
     ) -> Result<Output, Failure> {
-        let request = S2sRequest {
-            question: job.question.clone(),
-            history: job.history.iter().map(Blob::to_engine).collect(),
-            return_codes: job.return_codes,
-            s2s: S2sOptions {
-                max_new_tokens: job.max_tokens,
-                text: SamplerConfig::text(),
-                audio: SamplerConfig {
-                    temperature: job.temperature,
-                    top_k: job.top_k,
-                    seed: job.seed,
-                },
-                ..S2sOptions::default()
-            },
-        };
         let o = self
             .0
-            .run(&EngineJob::S2s(request), &mut |ev| sink(Piece::of(ev)))
+            .run(&Job::S2s(request), &mut |ev| sink(Piece::of(ev)))
             .map_err(failure)?;
         Ok(Output {
             text: Some(o.text),

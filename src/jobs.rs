@@ -1,35 +1,29 @@
-//! From a request handle to a typed engine job for one task: what the task takes is checked
-//! here, so that everything it does not take is refused by name before anything runs.
+//! From a request handle to the engine's request for one task: the ABI's fields become the
+//! engine's [`Request`](EngineRequest) and the engine checks it, so every task refuses by name,
+//! before anything runs, what it does not take, with the same rules as every other front end.
 
-use audio_engine::lfm2_audio::{AudioInput, Voice, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE};
+use std::collections::BTreeMap;
 
-use crate::engine::{AsrJob, Blob, Kind, S2sJob, TtsJob};
-use crate::options::{request_options, AudioChunkMode, RequestOptions, SessionSettings};
+use audio_engine::lfm2_audio::conversation::meta_from_text;
+use audio_engine::lfm2_audio::{
+    Artifact, ArtifactKind, AudioInput, Job, Request as EngineRequest, RequestContext,
+    MAX_SAMPLE_RATE, MIN_SAMPLE_RATE,
+};
+
+use crate::options::{option_map, SessionSettings};
 use crate::request::{InArtifact, Pcm, Request, ARTIFACT_KINDS, KIND_ACOUSTIC_TOKENS, KIND_CUSTOM};
 use crate::status::{AbiError, AbiResult};
 use crate::vocab::{Task, FAMILY};
 
-/// A checked request for one task.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Job {
-    /// Speech recognition.
-    Asr(AsrJob),
-    /// Speech synthesis.
-    Tts(TtsJob),
-    /// Speech to speech; the question is `None` when a stream is to push it.
-    S2s {
-        /// Everything but the question (`question` left empty).
-        job: S2sJob,
-        /// The request's audio, if it had any, checked against the one-pass limit.
-        question: Option<AudioInput>,
-    },
-}
-
-/// A job and how its stream groups frames.
+/// A checked request: the engine's job, and for an s2s stream whose question is pushed later,
+/// the request's own audio if it had any.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    /// The work.
+    /// The work (an s2s question may be empty until a stream pushes it).
     pub job: Job,
+    /// Whether the request itself carried its question (audio, or s2s text; else a stream
+    /// pushes it).
+    pub has_audio: bool,
     /// `stream_frames_per_event`.
     pub frames_per_event: usize,
 }
@@ -69,57 +63,10 @@ fn refuse_unsupported(req: &Request) -> AbiResult<()> {
     Ok(())
 }
 
-fn check_language(o: &RequestOptions, req: &Request, language: &str) -> AbiResult<()> {
-    if let Some(l) = o.language.as_deref().filter(|l| *l != language) {
-        return Err(AbiError::invalid(format!(
-            "request option `language` = \"{l}\": this checkpoint's language is {language}"
-        )));
-    }
-    if !req.text_language.is_empty() && req.text_language != language {
-        return Err(AbiError::invalid(format!(
-            "the text's language is \"{}\": this checkpoint's language is {language}",
-            req.text_language
-        )));
-    }
-    Ok(())
-}
-
-fn no_text(req: &Request, task: Task) -> AbiResult<()> {
-    match req.text.as_deref() {
-        Some(t) if !t.is_empty() => Err(AbiError::invalid(format!(
-            "{FAMILY} {} takes no text (audiocpp_request_set_text is for tts)",
-            task.name()
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn no_voice(req: &Request, task: Task) -> AbiResult<()> {
-    match &req.voice_id {
-        Some(v) => Err(AbiError::invalid(format!(
-            "{FAMILY} {} takes no voice id (got `{v}`; voices are for tts)",
-            task.name()
-        ))),
-        None => Ok(()),
-    }
-}
-
-fn no_artifacts(req: &Request, task: Task) -> AbiResult<()> {
-    match req.artifacts.first() {
-        Some(a) => Err(AbiError::invalid(format!(
-            "{FAMILY} {} takes no input artifacts (artifact 0 is `{}`); conversation history \
-             is for s2s",
-            task.name(),
-            a.id
-        ))),
-        None => Ok(()),
-    }
-}
-
-fn blob(i: usize, a: &InArtifact) -> AbiResult<Blob> {
+fn artifact(i: usize, a: &InArtifact) -> AbiResult<Artifact> {
     let kind = match a.kind {
-        KIND_ACOUSTIC_TOKENS => Kind::AcousticTokens,
-        KIND_CUSTOM => Kind::Custom,
+        KIND_ACOUSTIC_TOKENS => ArtifactKind::AcousticTokens,
+        KIND_CUSTOM => ArtifactKind::Custom,
         other => {
             return Err(AbiError::invalid(format!(
                 "input artifact {i} (`{}`) is of kind {}; {FAMILY} s2s takes \
@@ -128,11 +75,15 @@ fn blob(i: usize, a: &InArtifact) -> AbiResult<Blob> {
             )))
         }
     };
-    Ok(Blob {
-        kind,
+    Ok(Artifact {
         id: a.id.clone(),
+        kind,
         payload: a.payload.clone(),
-        meta: a.meta.clone(),
+        meta: a
+            .meta
+            .iter()
+            .map(|(k, v)| (k.clone(), meta_from_text(k, v)))
+            .collect::<BTreeMap<_, _>>(),
     })
 }
 
@@ -146,10 +97,10 @@ pub fn audio_of(pcm: &Pcm, settings: &SessionSettings, what: &str) -> AbiResult<
             settings.max_pass_seconds
         )));
     }
-    audio_unchecked(pcm)
+    pcm_input(pcm)
 }
 
-fn audio_unchecked(pcm: &Pcm) -> AbiResult<AudioInput> {
+fn pcm_input(pcm: &Pcm) -> AbiResult<AudioInput> {
     let channels = u16::try_from(pcm.channels).map_err(|_| {
         AbiError::invalid(format!(
             "audio has {} channels; 1..={} are read",
@@ -177,109 +128,63 @@ fn audio_unchecked(pcm: &Pcm) -> AbiResult<AudioInput> {
     })
 }
 
-/// Checks `req` for `task` on a model of `language` and builds the job.
+/// Translates `req` into the engine's request for `task` and has the engine check it: every
+/// default, range and rule is the engine's (`audio_engine::lfm2_audio::Request::resolve`);
+/// only what the ABI has and the engine does not (speaker references, style conditioning, PCM
+/// shapes, artifact kinds by number) is refused here.
 pub fn plan(
     task: Task,
     req: &Request,
     settings: &SessionSettings,
     language: &str,
+    streaming: bool,
 ) -> AbiResult<Plan> {
-    let o = request_options(task, &req.options, &req.option_arrays)?;
     refuse_unsupported(req)?;
-    check_language(&o, req, language)?;
-    let job =
-        match task {
-            Task::Asr => {
-                no_text(req, task)?;
-                no_voice(req, task)?;
-                no_artifacts(req, task)?;
-                let pcm = req.audio.as_ref().ok_or_else(|| {
-                    AbiError::invalid("asr needs audio (audiocpp_request_set_audio)")
-                })?;
-                let seconds = pcm.seconds();
-                let chunk = o.audio_chunk_seconds.min(settings.max_pass_seconds);
-                let chunk_seconds = match o.audio_chunk_mode {
-                    AudioChunkMode::Vad => return Err(AbiError::invalid(
-                        "request option `audio_chunk_mode` = vad needs a voice-activity model, \
-                         which this build does not have (use auto, fixed or none)",
-                    )),
-                    AudioChunkMode::None => None,
-                    AudioChunkMode::Auto if seconds <= settings.max_pass_seconds => None,
-                    AudioChunkMode::Auto | AudioChunkMode::Fixed => Some(chunk),
-                };
-                let audio = match chunk_seconds {
-                    None => audio_of(pcm, settings, "the audio")?,
-                    Some(_) => audio_unchecked(pcm)?,
-                };
-                Job::Asr(AsrJob {
-                    audio,
-                    max_tokens: o.max_tokens,
-                    chunk_seconds,
-                })
-            }
-            Task::Tts => {
-                if req.audio.is_some() {
-                    return Err(AbiError::invalid(
-                        "lfm2_audio tts takes no audio (audiocpp_request_set_audio is for asr and \
-                     s2s)",
-                    ));
-                }
-                no_artifacts(req, task)?;
-                let text = req.text.clone().unwrap_or_default();
-                if text.trim().is_empty() {
-                    return Err(AbiError::invalid(
-                        "tts needs text (audiocpp_request_set_text)",
-                    ));
-                }
-                let voice = match req.voice_id.as_deref() {
-                    None => Voice::default(),
-                    Some(id) => id
-                        .parse::<Voice>()
-                        .map_err(|e| AbiError::invalid(format!("{FAMILY} tts: {e}")))?,
-                };
-                Job::Tts(TtsJob {
-                    text,
-                    voice,
-                    max_tokens: o.max_tokens,
-                    temperature: o.temperature,
-                    top_k: o.top_k,
-                    seed: o.seed,
-                    chunk_chars: if o.one_text_chunk {
-                        usize::MAX
-                    } else {
-                        o.text_chunk_size
-                    },
-                })
-            }
-            Task::S2s => {
-                no_text(req, task)?;
-                no_voice(req, task)?;
-                let history = req
-                    .artifacts
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| blob(i, a))
-                    .collect::<AbiResult<Vec<_>>>()?;
-                Job::S2s {
-                    job: S2sJob {
-                        question: AudioInput::default(),
-                        history,
-                        return_codes: o.return_codes,
-                        max_tokens: o.max_tokens,
-                        temperature: o.temperature,
-                        top_k: o.top_k,
-                        seed: o.seed,
-                    },
-                    question: req
-                        .audio
-                        .as_ref()
-                        .map(|pcm| audio_of(pcm, settings, "the question"))
-                        .transpose()?,
-                }
-            }
-        };
+    if let Some(key) = req.option_arrays.keys().next() {
+        return Err(AbiError::invalid(format!(
+            "request option `{key}` is a list; {FAMILY} takes no list options"
+        )));
+    }
+    let history = if task == Task::S2s {
+        req.artifacts
+            .iter()
+            .enumerate()
+            .map(|(i, a)| artifact(i, a))
+            .collect::<AbiResult<Vec<_>>>()?
+    } else {
+        // why: the engine names the first artifact of a task that takes none; the kind of an
+        // artifact it never reads does not matter.
+        req.artifacts
+            .iter()
+            .map(|a| Artifact {
+                id: a.id.clone(),
+                kind: ArtifactKind::Custom,
+                payload: Vec::new(),
+                meta: BTreeMap::new(),
+            })
+            .collect()
+    };
+    let engine_req = EngineRequest {
+        task,
+        text: req.text.clone(),
+        text_language: Some(req.text_language.clone()),
+        audio: req.audio.as_ref().map(pcm_input).transpose()?,
+        voice: req.voice_id.clone(),
+        history,
+        system_prompt: None,
+        options: option_map(&req.options),
+    };
+    let ctx = RequestContext {
+        question_pushed_later: streaming,
+        ..RequestContext::new(language, settings.max_pass_seconds)
+    };
+    let resolved = engine_req
+        .resolve(&ctx)
+        .map_err(|e| AbiError::invalid(e.to_string()))?;
     Ok(Plan {
-        job,
-        frames_per_event: o.frames_per_event,
+        job: resolved.job,
+        has_audio: req.audio.is_some()
+            || (task == Task::S2s && req.text.as_deref().is_some_and(|t| !t.is_empty())),
+        frames_per_event: resolved.frames_per_event,
     })
 }

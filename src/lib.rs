@@ -33,3 +33,30 @@ mod vocab;
 pub fn c_text(text: &str) -> String {
     status::c_string(text).into_string().expect("valid UTF-8")
 }
+
+/// Checks the request behind a handle from `audiocpp_request_create` for `task` (`asr`, `tts`,
+/// `s2s`) as an offline session with default session options on a model of `language` does
+/// before it runs (the same translation into the engine's request and the same checks),
+/// returning the engine's checked request, or the status code and message the session call
+/// would return. For the option table's tests (C ABI against HTTP); not an API.
+///
+/// # Safety
+/// `request` is a live request handle used by this thread alone.
+#[doc(hidden)]
+pub unsafe fn resolve_request_handle(
+    request: *const std::ffi::c_void,
+    task: &str,
+    language: &str,
+) -> Result<audio_engine::lfm2_audio::ResolvedRequest, (i32, String)> {
+    // SAFETY: the caller's contract: a live handle, which is a `request::Request`.
+    let req = unsafe { ptr::handle(request.cast::<request::Request>(), "request") }
+        .map_err(|e| (e.status.code(), e.message))?;
+    let task = vocab::task_from_token(task).ok_or_else(|| (-1, format!("no task `{task}`")))?;
+    let settings = options::SessionSettings::default();
+    jobs::plan(task, req, &settings, language, false)
+        .map(|p| audio_engine::lfm2_audio::ResolvedRequest {
+            job: p.job,
+            frames_per_event: p.frames_per_event,
+        })
+        .map_err(|e| (e.status.code(), e.message))
+}

@@ -10,7 +10,7 @@ use audio_engine::ggml::Device;
 use crate::engine::{self, FailureKind, Package};
 use crate::options::{self, Row, Scope};
 use crate::status::{c_string, AbiError, AbiResult, Status};
-use crate::vocab::{Mode, Task, FAMILY};
+use crate::vocab::{Mode, FAMILY};
 
 /// The families this build knows.
 #[derive(Debug)]
@@ -182,8 +182,8 @@ impl ModelInner {
 
     /// Whether the model runs `task` in `mode` (tokens).
     pub fn supports(&self, task: &str, mode: &str) -> bool {
-        match (Task::from_token(task), Mode::from_token(mode)) {
-            (Some(t), Some(m)) => t.supports(m),
+        match (crate::vocab::task_from_token(task), Mode::from_token(mode)) {
+            (Some(t), Some(m)) => crate::vocab::supports(t, m),
             _ => false,
         }
     }

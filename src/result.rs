@@ -3,7 +3,7 @@
 
 use std::ffi::{c_int, CString};
 
-use crate::engine::{Blob, Kind, Output, OUTPUT_RATE};
+use crate::engine::{Blob, Output, OUTPUT_RATE};
 use crate::request::{KIND_ACOUSTIC_TOKENS, KIND_CUSTOM};
 use crate::status::c_string;
 
@@ -54,9 +54,10 @@ fn mono(samples: Vec<f32>) -> AudioOut {
 
 fn artifact(b: Blob) -> ArtifactOut {
     ArtifactOut {
-        kind: match b.kind {
-            Kind::AcousticTokens => KIND_ACOUSTIC_TOKENS,
-            Kind::Custom => KIND_CUSTOM,
+        kind: if b.acoustic_tokens {
+            KIND_ACOUSTIC_TOKENS
+        } else {
+            KIND_CUSTOM
         },
         id: c_string(&b.id),
         payload: b.payload,

@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use audio_engine::ggml::Device;
-use audio_engine::lfm2_audio::AudioInput;
+use audio_engine::lfm2_audio::{Job, S2sRequest};
 
 use crate::engine::{self, Conversation, Failure, FailureKind, Output};
-use crate::jobs::{audio_of, plan, Job, Plan};
+use crate::jobs::{audio_of, plan, Plan};
 use crate::model::ModelInner;
 use crate::options::SessionSettings;
 use crate::request::{Pcm, Request};
@@ -91,15 +91,24 @@ const _: fn() = || {
 
 /// The question of an s2s run: the pushed audio (checked here) before the request's (checked
 /// when the request was planned); `None` when there is neither.
-fn question_of(
+/// The question of an s2s job: the pushed audio, else the request's own (`has_audio`).
+fn set_question(
+    job: &mut S2sRequest,
     pushed: Option<Pcm>,
-    planned: Option<AudioInput>,
+    has_audio: bool,
     settings: &SessionSettings,
-) -> Option<AbiResult<AudioInput>> {
+) -> AbiResult<()> {
     match pushed {
-        Some(pcm) => Some(audio_of(&pcm, settings, "the question")),
-        None => planned.map(Ok),
+        Some(pcm) => job.question = audio_of(&pcm, settings, "the question")?,
+        None if has_audio => {}
+        None => {
+            return Err(AbiError::invalid(
+                "s2s needs the question as audio (audiocpp_request_set_audio, or \
+                 audiocpp_stream_push on a streaming session)",
+            ))
+        }
     }
+    Ok(())
 }
 
 fn abi(f: Failure) -> AbiError {
@@ -151,7 +160,14 @@ impl SessionHandle {
     }
 
     fn plan(&self, req: &Request, st: &State) -> AbiResult<Plan> {
-        plan(self.task, req, &st.settings, &self.model.language)
+        let streaming = self.mode == Mode::Streaming;
+        plan(
+            self.task,
+            req,
+            &st.settings,
+            &self.model.language,
+            streaming,
+        )
     }
 
     /// Raises the cancel flag (any thread).
@@ -188,7 +204,7 @@ impl SessionHandle {
     }
 
     /// Runs a checked job to its end on this thread (cancel checked at every step).
-    fn run_job(&self, st: &mut State, job: Job, pushed: Option<Pcm>) -> AbiResult<Output> {
+    fn run_job(&self, st: &mut State, plan: Plan, pushed: Option<Pcm>) -> AbiResult<Output> {
         let cancel = self.cancel.clone();
         let mut was = false;
         let mut keep_going = |_: engine::Piece| {
@@ -199,7 +215,7 @@ impl SessionHandle {
                 true
             }
         };
-        let out = match job {
+        let out = match plan.job {
             Job::Asr(j) => {
                 let stop = || !self.cancel.load(Ordering::SeqCst);
                 match st.engine.asr(j, &stop).map_err(abi)? {
@@ -214,19 +230,20 @@ impl SessionHandle {
                     }
                 }
             }
-            Job::Tts(j) => st.engine.tts(&j, &mut keep_going).map_err(abi)?,
-            Job::S2s { mut job, question } => {
-                job.question = question_of(pushed, question, &st.settings).ok_or_else(|| {
-                    AbiError::invalid(
-                        "s2s needs the question as audio (audiocpp_request_set_audio, or \
-                         audiocpp_stream_push on a streaming session)",
-                    )
-                })??;
+            Job::Tts(j) => st.engine.tts(j, &mut keep_going).map_err(abi)?,
+            Job::S2s(mut job) => {
+                set_question(&mut job, pushed, plan.has_audio, &st.settings)?;
                 let conv = st.conversation();
-                let r = conv.s2s(&job, &mut keep_going);
+                let r = conv.s2s(job, &mut keep_going);
                 let figures = (conv.resumed_prefill_steps(), conv.reused_questions());
                 st.figures = figures;
                 r.map_err(abi)?
+            }
+            other => {
+                return Err(AbiError::not_available(format!(
+                    "{} is not run by this ABI",
+                    other.task().name()
+                )))
             }
         };
         if was {
@@ -247,7 +264,7 @@ impl SessionHandle {
         let mut st = self.state();
         let plan = self.plan(req, &st)?;
         self.begin(&mut st);
-        let out = self.run_job(&mut st, plan.job, None)?;
+        let out = self.run_job(&mut st, plan, None)?;
         Ok(self.output(out))
     }
 
@@ -362,30 +379,35 @@ impl SessionHandle {
                     n,
                     false,
                     cancel,
-                    Box::new(move |sink| (None, model.tts(&j, sink))),
+                    Box::new(move |sink| (None, model.tts(j, sink))),
                 )
                 .map_err(abi)
             }
-            Job::S2s { mut job, question } => {
-                job.question = question_of(pushed, question, &st.settings).ok_or_else(|| {
-                    AbiError::invalid(
+            Job::S2s(mut job) => {
+                if pushed.is_none() && !plan.has_audio {
+                    return Err(AbiError::invalid(
                         "no question: push it with audiocpp_stream_push (or set the request's \
                          audio) before the first audiocpp_stream_next_event",
-                    )
-                })??;
+                    ));
+                }
+                set_question(&mut job, pushed, plan.has_audio, &st.settings)?;
                 let mut conv = st.take_conversation();
                 Worker::spawn(
                     n,
                     true,
                     cancel,
                     Box::new(move |sink| {
-                        let out = conv.s2s(&job, sink);
+                        let out = conv.s2s(job, sink);
                         (Some(conv), out)
                     }),
                 )
                 .map_err(abi)
             }
             Job::Asr(_) => Err(AbiError::not_available("asr has no streaming mode")),
+            other => Err(AbiError::not_available(format!(
+                "{} has no streaming mode in this ABI",
+                other.task().name()
+            ))),
         }
     }
 
@@ -450,7 +472,7 @@ impl SessionHandle {
                     "no stream in flight: call audiocpp_stream_start first",
                 ))
             }
-            Some(StreamState::Pending { plan, pushed }) => self.run_job(st, plan.job, pushed)?,
+            Some(StreamState::Pending { plan, pushed }) => self.run_job(st, plan, pushed)?,
             Some(StreamState::Running(w)) => {
                 let end = w.finish();
                 self.ended(st, end)?

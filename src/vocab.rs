@@ -44,41 +44,19 @@ pub fn is_task_token(name: &str) -> bool {
     TASK_TOKENS.iter().any(|t| token_str(t) == name)
 }
 
-/// The tasks of `lfm2_audio`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Task {
-    /// Speech recognition.
-    Asr,
-    /// Speech synthesis.
-    Tts,
-    /// Speech to speech (multi-turn).
-    S2s,
+/// The tasks of `lfm2_audio`: the engine's own.
+pub use audio_engine::lfm2_audio::Task;
+
+/// The task of a token, for this family.
+pub fn task_from_token(name: &str) -> Option<Task> {
+    Task::from_name(name)
 }
 
-impl Task {
-    /// The three tasks.
-    pub const ALL: [Task; 3] = [Task::Asr, Task::Tts, Task::S2s];
-
-    /// The token.
-    pub fn name(self) -> &'static str {
-        match self {
-            Task::Asr => "asr",
-            Task::Tts => "tts",
-            Task::S2s => "s2s",
-        }
-    }
-
-    /// The task of a token, for this family.
-    pub fn from_token(name: &str) -> Option<Task> {
-        Task::ALL.into_iter().find(|t| t.name() == name)
-    }
-
-    /// Whether the task runs in `mode`.
-    pub fn supports(self, mode: Mode) -> bool {
-        match mode {
-            Mode::Offline => true,
-            Mode::Streaming => matches!(self, Task::Tts | Task::S2s),
-        }
+/// Whether `task` runs in `mode`.
+pub fn supports(task: Task, mode: Mode) -> bool {
+    match mode {
+        Mode::Offline => true,
+        Mode::Streaming => matches!(task, Task::Tts | Task::S2s),
     }
 }
 

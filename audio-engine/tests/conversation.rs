@@ -7,14 +7,17 @@ use std::collections::BTreeMap;
 
 use audio_engine::ggml::gguf::GgufValue;
 use audio_engine::lfm2_audio::conversation::{
-    check_artifacts, check_room, decode_reply, encode_reply, parse_return_codes, read_history,
-    validate_for_task, Artifact, ArtifactKind, ChatMarkup, ConversationBudget, HistoryConfig,
-    Reply, ReplyFormat, ReplyStep, RequestOptions, Task, CONVERSATION_LIMIT, QUESTION_ID, REPLY_ID,
+    check_artifacts, check_room, decode_reply, encode_reply, read_history, Artifact, ArtifactKind,
+    ChatMarkup, ConversationBudget, HistoryConfig, Question, Reply, ReplyFormat, ReplyStep, Task,
+    CONVERSATION_LIMIT, QUESTION_ID, REPLY_ID,
 };
 use audio_engine::lfm2_audio::internals::audio::{encode_wav_24k, ReadOptions};
 use audio_engine::lfm2_audio::internals::error::EngineError;
 use audio_engine::lfm2_audio::internals::prompt::{Prompt, PromptBuilder, PromptPiece, SYSTEM_S2S};
 use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
+use audio_engine::lfm2_audio::{
+    AudioInput, Job, OptionMap, OptionValue, Request, RequestContext, ResolvedRequest,
+};
 use audio_engine::llm::RandomModel;
 use serde_json::{json, Value};
 
@@ -154,6 +157,7 @@ fn history(fmt: &ReplyFormat, turns: &[(usize, usize)]) -> (Vec<Artifact>, Vec<R
 struct Ctx {
     fmt: ReplyFormat,
     markup: ChatMarkup,
+    tok: Tokenizer,
 }
 
 impl Ctx {
@@ -161,6 +165,7 @@ impl Ctx {
         Ctx {
             fmt: en(),
             markup: ChatMarkup::new(&tokenizer(), SYSTEM_S2S),
+            tok: tokenizer(),
         }
     }
 
@@ -170,6 +175,7 @@ impl Ctx {
             markup: &self.markup,
             limit: CONVERSATION_LIMIT,
             wav: ReadOptions::default(),
+            tokenizer: &self.tok,
         }
     }
 }
@@ -460,11 +466,10 @@ fn history_reads_in_order() {
         assert_eq!(turn.reply, replies[t]);
         // 24 kHz seconds resampled to 16 kHz.
         let want = ((0.2 + 0.1 * t as f64) * 16_000.0).round() as usize;
-        assert!(
-            turn.question.len().abs_diff(want) <= 1,
-            "{}",
-            turn.question.len()
-        );
+        let Question::Audio(samples) = &turn.question else {
+            panic!("turn {t}: a spoken question read as text");
+        };
+        assert!(samples.len().abs_diff(want) <= 1, "{}", samples.len());
     }
     assert!(h.budget.is_active());
     assert_eq!(h.budget.turns(), 3);
@@ -522,12 +527,12 @@ fn history_rejections_name_the_problem() {
         &["turn 1", "input artifact 0", "has no lfm2_audio.reply"],
     );
 
-    // A question without its reply (the last one).
+    // A question without its reply (the last one) is the pending question: the request's own
+    // when it carries none apart (the session refuses it beside a question of its own).
     let a = good[..3].to_vec();
-    expect_invalid(
-        read(&a),
-        &["turn 2", "input artifact 2", "has no lfm2_audio.reply"],
-    );
+    let h = read(&a).unwrap();
+    assert_eq!(h.turns.len(), 1);
+    assert!(matches!(h.pending, Some(Question::Audio(_))));
 
     // A question of the wrong kind.
     let mut a = good.clone();
@@ -867,21 +872,52 @@ fn prompt_build_refuses_bad_input_as_internal() {
 // request options and tasks
 // ---------------------------------------------------------------------------
 
-fn opts(pairs: &[(&str, Value)]) -> RequestOptions {
+fn opts(pairs: &[(&str, Value)]) -> OptionMap {
     pairs
         .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
+        .map(|(k, v)| (k.to_string(), OptionValue::Json(v.clone())))
         .collect()
+}
+
+/// A request of `task` with the input it needs, `history` and `options`, resolved by the one
+/// validator.
+fn resolve(
+    task: Task,
+    history: &[Artifact],
+    options: OptionMap,
+) -> Result<ResolvedRequest, EngineError> {
+    let wav = encode_wav_24k(&[0.0; 2400]).unwrap();
+    let mut r = Request::new(task);
+    match task {
+        Task::Tts => r.text = Some("Hello.".into()),
+        _ => r.audio = Some(AudioInput::Wav(wav)),
+    }
+    r.history = history.to_vec();
+    r.options = options;
+    r.resolve(&RequestContext::new("en", 60.0))
+}
+
+fn return_codes(r: &ResolvedRequest) -> bool {
+    match &r.job {
+        Job::S2s(s) => s.return_codes,
+        other => panic!("not s2s: {other:?}"),
+    }
 }
 
 #[test]
 fn return_codes_is_a_boolean() {
-    assert!(!parse_return_codes(&opts(&[])).unwrap());
-    assert!(parse_return_codes(&opts(&[("return_codes", json!(true))])).unwrap());
-    assert!(!parse_return_codes(&opts(&[("return_codes", json!(false))])).unwrap());
-    for v in [json!("true"), json!(1), json!(null), json!([true])] {
+    assert!(return_codes(&resolve(Task::S2s, &[], opts(&[])).unwrap()));
+    for (v, want) in [
+        (json!(true), true),
+        (json!(false), false),
+        (json!("true"), true),
+    ] {
+        let r = resolve(Task::S2s, &[], opts(&[("return_codes", v)])).unwrap();
+        assert_eq!(return_codes(&r), want);
+    }
+    for v in [json!("yes"), json!(2), json!(null), json!([true])] {
         expect_invalid(
-            parse_return_codes(&opts(&[("return_codes", v.clone())])),
+            resolve(Task::S2s, &[], opts(&[("return_codes", v.clone())])),
             &["return_codes", "true or false"],
         );
     }
@@ -895,49 +931,43 @@ fn tasks_take_what_they_take() {
     let rc_false = opts(&[("return_codes", json!(false))]);
     let none = opts(&[]);
 
-    let r = validate_for_task(Task::S2s, &arts, &rc).unwrap();
-    assert!(r.return_codes && r.has_history);
-    let r = validate_for_task(Task::S2s, &[], &none).unwrap();
-    assert!(!r.return_codes && !r.has_history);
-    expect_invalid(
-        validate_for_task(Task::S2s, &[], &opts(&[("return_codes", json!("yes"))])),
-        &["return_codes"],
-    );
+    let r = resolve(Task::S2s, &arts, rc.clone()).unwrap();
+    match &r.job {
+        Job::S2s(s) => assert!(s.return_codes && s.history.len() == arts.len()),
+        other => panic!("{other:?}"),
+    }
     let mut other = arts.clone();
     other[0].id = "voice".into();
     expect_invalid(
-        validate_for_task(Task::S2s, &other, &none),
+        resolve(Task::S2s, &other, none.clone()),
         &["input artifact 0", "unknown id `voice`"],
     );
 
     for task in [Task::Asr, Task::Tts] {
-        validate_for_task(task, &[], &none).unwrap();
+        resolve(task, &[], none.clone()).unwrap();
         expect_invalid(
-            validate_for_task(task, &[], &rc),
+            resolve(task, &[], rc.clone()),
             &["return_codes", task.name()],
         );
-        expect_invalid(validate_for_task(task, &[], &rc_false), &["return_codes"]);
+        expect_invalid(resolve(task, &[], rc_false.clone()), &["return_codes"]);
         expect_invalid(
-            validate_for_task(task, &arts, &none),
+            resolve(task, &arts, none.clone()),
             &["input artifact 0", "lfm2_audio.question", task.name()],
         );
         expect_invalid(
-            validate_for_task(task, &arts[1..], &none),
+            resolve(task, &arts[1..], none.clone()),
             &["lfm2_audio.reply", "only s2s"],
         );
     }
     // Unknown keys are named, with what the task takes.
     expect_invalid(
-        validate_for_task(Task::S2s, &[], &opts(&[("retrun_codes", json!(true))])),
-        &["unknown option `retrun_codes`", "s2s takes return_codes"],
+        resolve(Task::S2s, &[], opts(&[("retrun_codes", json!(true))])),
+        &["unknown request option `retrun_codes`", "return_codes"],
     );
     for task in [Task::Asr, Task::Tts] {
         expect_invalid(
-            validate_for_task(task, &[], &opts(&[("temprature", json!(0.5))])),
-            &[
-                "unknown option `temprature`",
-                "takes no conversation option",
-            ],
+            resolve(task, &[], opts(&[("temprature", json!(0.5))])),
+            &["unknown request option `temprature`", task.name()],
         );
     }
     // The artifact half alone, for typed requests.

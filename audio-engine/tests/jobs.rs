@@ -291,3 +291,62 @@ fn the_cancel_check_is_asked_before_each_asr_piece_and_stops_there() {
     assert_eq!(o.tokens, first.tokens, "the second piece decoded nothing");
     assert_eq!(o.text, first.text.trim());
 }
+
+/// A typed question (issue #37's text turns): sent as the request's text it runs as the
+/// history's pending question, and a later spoken turn that carries it and its reply gives the
+/// same bytes in the session that answered it and in a fresh one, and other bytes than the
+/// spoken question asked alone (so the typed turn is really in the prompt).
+#[test]
+fn a_typed_question_is_a_turn_of_the_conversation() {
+    use audio_engine::lfm2_audio::{
+        Artifact, ArtifactKind, Request, RequestContext, Session, SessionOptions, Task, QUESTION_ID,
+    };
+    let e = engine(Quant::F32);
+    let ctx = RequestContext::new("en", 60.0);
+    let typed = "What is the weather like today?";
+    let first = Request {
+        text: Some(typed.into()),
+        ..Request::new(Task::S2s)
+    }
+    .option("max_tokens", "40")
+    .resolve(&ctx)
+    .unwrap()
+    .job;
+    let mut session = Session::new(e.clone(), SessionOptions::default());
+    let o1 = session.run(&first, &mut |_| true).unwrap();
+    assert!(o1.steps > 0);
+    let reply = o1.artifact.clone().expect("return_codes defaults to true");
+    // A typed question in the history: kind text, its UTF-8 as the payload.
+    let history = vec![
+        Artifact {
+            id: QUESTION_ID.into(),
+            kind: ArtifactKind::Text,
+            payload: typed.as_bytes().to_vec(),
+            meta: Default::default(),
+        },
+        reply,
+    ];
+    let second = Job::S2s(s2s_request(1, history));
+    let cached = session.run(&second, &mut |_| true).unwrap();
+    let fresh = uncached_session(&e).run(&second, &mut |_| true).unwrap();
+    assert_eq!(cached.text, fresh.text);
+    assert_eq!(bits(&cached.audio), bits(&fresh.audio));
+    assert_eq!(cached.artifact, fresh.artifact);
+    let alone = uncached_session(&e)
+        .run(&Job::S2s(s2s_request(1, Vec::new())), &mut |_| true)
+        .unwrap();
+    assert!(
+        cached.prompt_positions > alone.prompt_positions,
+        "the typed turn is not in the prompt"
+    );
+    // Both a typed and a spoken new question is refused, by the one validator.
+    let both = Request {
+        text: Some(typed.into()),
+        audio: Some(AudioInput::Wav(question(0))),
+        ..Request::new(Task::S2s)
+    };
+    assert!(matches!(
+        both.resolve(&ctx),
+        Err(EngineError::InvalidRequest(_))
+    ));
+}

@@ -1,5 +1,5 @@
 //! The conversation protocol on arbitrary request artifacts and options: which task takes
-//! what (`validate_for_task`), every reply artifact read alone (`check_reply_meta`,
+//! what (the one request validator, `Request::resolve`, with options from the option table), every reply artifact read alone (`check_reply_meta`,
 //! `decode_reply`), the whole history read (`read_history`: ids, order, kinds, meta, the step
 //! limit, payloads, question WAVs) and, for a history that reads, its chat prompt. Any script
 //! must give typed errors, never a panic, and a history that reads must lay out a prompt.
@@ -13,15 +13,19 @@ use std::sync::OnceLock;
 
 use audio_engine::lfm2_audio::internals::audio::ReadOptions;
 use audio_engine::lfm2_audio::conversation::{
-    check_reply_meta, decode_reply, encode_reply, read_history, validate_for_task, Artifact,
-    ArtifactKind, ChatMarkup, HistoryConfig, ReplyFormat, ReplyStep, RequestOptions, Task,
+    check_reply_meta, decode_reply, encode_reply, read_history, Artifact,
+    ArtifactKind, ChatMarkup, HistoryConfig, Question, QuestionLayout, ReplyFormat, ReplyStep, Task,
     CONVERSATION_LIMIT, QUESTION_ID, REPLY_ID, REPLY_META_KEYS, RETURN_CODES,
 };
 use audio_engine::lfm2_audio::internals::prompt::SYSTEM_S2S;
 use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
 use lfm2_engine_fuzz::{demo, tone, wav_bytes, write_seeds_if_asked, Bytes, Script};
 use libfuzzer_sys::fuzz_target;
+use audio_engine::lfm2_audio::{OptionValue, Request, RequestContext, REQUEST_OPTIONS};
 use serde_json::Value;
+
+/// Request options as a JSON map, as a request body carries them.
+type RequestOptions = BTreeMap<String, Value>;
 
 const IDS: [&str; 2] = [QUESTION_ID, REPLY_ID];
 const KINDS: [ArtifactKind; 4] = [
@@ -37,6 +41,7 @@ const MAX_SECONDS: f64 = 0.5;
 struct Ctx {
     fmt: ReplyFormat,
     markup: ChatMarkup,
+    tok: Tokenizer,
 }
 
 fn ctx() -> &'static Ctx {
@@ -55,6 +60,7 @@ fn ctx() -> &'static Ctx {
         Ctx {
             markup: ChatMarkup::new(&tok, SYSTEM_S2S),
             fmt,
+            tok,
         }
     })
 }
@@ -173,7 +179,12 @@ fuzz_target!(
         let max_tokens = usize::from(b.u16());
         let mut options = RequestOptions::new();
         for _ in 0..b.u8() % 4 {
-            let k = b.pick_or_str(&[RETURN_CODES]);
+            let names: Vec<&str> = REQUEST_OPTIONS.iter().map(|o| o.name).collect();
+            let k = if b.u8() % 2 == 0 {
+                b.pick_or_str(&[RETURN_CODES])
+            } else {
+                b.pick_or_str(&names)
+            };
             options.insert(k, value(&mut b));
         }
         let mut artifacts = Vec::new();
@@ -189,7 +200,15 @@ fuzz_target!(
             artifacts.push(Artifact { id, kind, payload, meta });
         }
 
-        let _ = validate_for_task(task, &artifacts, &options);
+        let mut req = Request::new(task);
+        req.history = artifacts.clone();
+        req.options = options
+            .iter()
+            .map(|(k, v)| (k.clone(), OptionValue::Json(v.clone())))
+            .collect();
+        req.options
+            .insert("max_tokens".into(), OptionValue::Json(max_tokens.into()));
+        let _ = req.resolve(&RequestContext::new("en", 60.0));
         for a in artifacts.iter().filter(|a| a.id == REPLY_ID) {
             let _ = check_reply_meta(a, &c.fmt);
             if let Ok(r) = decode_reply(a, &c.fmt) {
@@ -203,12 +222,20 @@ fuzz_target!(
             markup: &c.markup,
             limit: CONVERSATION_LIMIT,
             wav: ReadOptions { max_seconds: MAX_SECONDS },
+            tokenizer: &c.tok,
         };
         if let Ok(h) = read_history(&artifacts, &cfg, max_tokens) {
             // One encoder row per 1280 samples (80 ms at 16 kHz), the new question last.
-            let mut rows: Vec<usize> = h.turns.iter().map(|t| t.question.len() / 1280 + 1).collect();
-            rows.push(1);
-            let _ = c.markup.build(&c.fmt, h.replies(), &rows);
+            let mut qs: Vec<QuestionLayout> = h
+                .turns
+                .iter()
+                .map(|t| match &t.question {
+                    Question::Audio(s) => t.question.layout(s.len() / 1280 + 1),
+                    Question::Text(_) => t.question.layout(0),
+                })
+                .collect();
+            qs.push(QuestionLayout::Audio { rows: 1 });
+            let _ = c.markup.build_mixed(&c.fmt, h.replies(), &qs);
         }
     }
 );

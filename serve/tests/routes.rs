@@ -57,7 +57,8 @@ async fn health_models_metrics_and_the_task_routes() {
     let m = get_json(&c, &url(&srv, "/v1/models?include_session_options=true")).await;
     assert_eq!(m["data"][0]["session_options"]["prefill_slots"], 4);
 
-    // s2s offline; without return_codes no artifact.
+    // s2s offline; return_codes defaults to true (the option table's default, as through the
+    // C ABI), so the reply artifact comes back.
     let run = url(&srv, "/v1/tasks/run");
     let r = post_json(&c, &run, &task("lfm2-audio-s2s", s2s_req(0, 30))).await;
     assert!(r["text"].is_string());
@@ -66,7 +67,7 @@ async fn health_models_metrics_and_the_task_routes() {
     assert_eq!(r["channels"], 1);
     let wav = unb64(r["audio"].as_str().unwrap());
     assert_eq!(&wav[..4], b"RIFF");
-    assert!(r.get("artifacts").is_none());
+    assert_eq!(r["artifacts"][0]["id"], "lfm2_audio.reply");
     for k in ["wall_ms", "audio_duration_ms", "rtf"] {
         assert!(r["timing"][k].is_number(), "{k}");
     }
@@ -192,7 +193,7 @@ async fn invalid_requests_are_400_naming_the_problem() {
                 "lfm2-audio-s2s",
                 json!({"audio": b64(&question(0)), "max_tokens": 9001}),
             ),
-            "limit",
+            "max_tokens",
         ),
         (
             task(

@@ -13,7 +13,7 @@ use crate::ptr;
 use crate::request::Request;
 use crate::session::SessionHandle;
 use crate::status::{guard, guard_value, AbiError, AbiResult, Status};
-use crate::vocab::{is_task_token, Mode, Task, FAMILY};
+use crate::vocab::{is_task_token, Mode, FAMILY};
 
 /// Most compute threads a session takes.
 const MAX_THREADS: i32 = 1024;
@@ -118,7 +118,7 @@ pub unsafe extern "C" fn audiocpp_session_create(
                 ptr::opt_handle(session_options),
             )
         };
-        let t = match Task::from_token(task) {
+        let t = match crate::vocab::task_from_token(task) {
             Some(t) => t,
             None if is_task_token(task) => {
                 return Err(AbiError::not_available(format!(
@@ -134,7 +134,7 @@ pub unsafe extern "C" fn audiocpp_session_create(
         let md = Mode::from_token(mode).ok_or_else(|| {
             AbiError::invalid(format!("unknown mode `{mode}` (offline, streaming)"))
         })?;
-        if !t.supports(md) {
+        if !crate::vocab::supports(t, md) {
             return Err(AbiError::not_available(format!(
                 "{FAMILY} {task} has no {mode} mode"
             )));

@@ -947,7 +947,7 @@ static void case_errors(const char * damaged, const char * empty_dir) {
     OK(audiocpp_request_set_audio(bad, q.samples, q.frames, q.rate, q.channels));
     OK(audiocpp_request_add_artifact(bad, AUDIOCPP_ARTIFACT_CUSTOM, "lfm2_audio.question", "x", 1,
                                      NULL));
-    EXPECT_RUN(s, bad, AUDIOCPP_ERR_INVALID_ARGUMENT, "takes no input artifacts");
+    EXPECT_RUN(s, bad, AUDIOCPP_ERR_INVALID_ARGUMENT, "which only s2s takes");
     audiocpp_request_free(bad);
     /* Unusable audio: empty, not finite, a rate outside what is read. */
     bad = audiocpp_request_create();

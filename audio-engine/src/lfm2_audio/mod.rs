@@ -51,7 +51,13 @@ mod tooling;
 
 // The facade: what an application needs, importable from here alone.
 pub use crate::ggml::ThreadBudgetStats;
-pub use api::{AsrJob, Job, Outcome, TtsJob};
+/// The option table and its reader ([`options::resolve`]), README's table
+/// ([`options::markdown_table`]).
+pub use api::options;
+pub use api::{
+    AsrJob, Job, OptionMap, OptionSpec, OptionType, OptionValue, Outcome, Request, RequestContext,
+    ResolvedRequest, TtsJob, REQUEST_OPTIONS,
+};
 pub use engine::{
     batch_from_by_default, max_batch_by_default, Lfm2Audio, ModelOptions, DEFAULT_BATCH_FROM,
     DEFAULT_MAX_BATCH,
@@ -69,7 +75,7 @@ pub use model::package::{ModelPackage, PackagePaths, Quant, UnknownQuant};
 pub use model::sampling::SamplerConfig;
 pub use session::ahead::BackgroundWork;
 pub use session::conversation::{
-    Artifact, ArtifactKind, RequestOptions, QUESTION_ID, REPLY_ID, RETURN_CODES,
+    Artifact, ArtifactKind, Task, QUESTION_ID, REPLY_ID, RETURN_CODES,
 };
 pub use session::{S2sRequest, Session, SessionOptions, TurnResult, TurnStream};
 pub use tasks::asr::{AsrOptions, AsrResult, AsrTimings, StopReason};

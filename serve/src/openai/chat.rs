@@ -13,13 +13,15 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
-use audio_engine::lfm2_audio::{Job, ReplyEvent, S2sOptions, S2sRequest};
+use audio_engine::lfm2_audio::{
+    AudioInput, ReplyEvent, Request, RequestContext, Task, RETURN_CODES,
+};
 
 use crate::audio_io::{b64, pcm16, wav16};
 use crate::error::ApiError;
 use crate::tasks::{
-    artifact_json, conversation_key, max_tokens, parse_json, record, sampler, sse_frame,
-    stream_response, Prepared, SseCtx, SSE,
+    artifact_json, context, conversation_key, parse_json, record, sampling_options, sse_frame,
+    stream_response, test_context, Prepared, SseCtx, SSE,
 };
 use crate::work::{Finished, Msg};
 use crate::AppState;
@@ -46,7 +48,7 @@ pub async fn chat(
     let b: ChatBody = parse_json(body)?;
     let (want_audio, audio_format) = chat_output(&b)?;
     let entry = state.entry_for(b.model.as_deref(), "s2s")?;
-    let p = chat_job(&headers, &b, state.settings.max_tokens)?;
+    let p = chat_job(&headers, &b, &context(&state, &entry))?;
     let reply = Completion::new(entry.cfg.id.clone(), want_audio, audio_format);
     let permit = match b.stream == Some(true) {
         true => Some(state.stream_permit()?),
@@ -69,31 +71,30 @@ pub async fn chat(
 /// The engine's job for a chat body: the conversation's last user message as the question, the
 /// earlier turns as history (the reply artifact always returned, for the next turn), and the
 /// sampling options (`limit` as the server's `max_tokens`).
-fn chat_job(headers: &HeaderMap, b: &ChatBody, limit: usize) -> Result<Prepared, ApiError> {
+fn chat_job(headers: &HeaderMap, b: &ChatBody, ctx: &RequestContext) -> Result<Prepared, ApiError> {
     let (system, history, question) = chat_conversation(b)?;
     let first = history
         .first()
         .map(|a| a.payload.clone())
         .unwrap_or_else(|| question.clone());
     let key = conversation_key(headers, Some(&first));
-    let d = S2sOptions::default();
-    let s2s = S2sOptions {
-        max_new_tokens: max_tokens(
-            b.max_completion_tokens.or(b.max_tokens),
-            d.max_new_tokens,
-            limit,
-        )?,
-        audio: sampler(d.audio, b.seed, b.temperature, b.top_k)?,
-        system_prompt: system.unwrap_or(d.system_prompt.clone()),
-        ..d
+    let mut options = sampling_options(
+        b.max_completion_tokens.or(b.max_tokens),
+        b.seed,
+        b.temperature,
+        b.top_k,
+    );
+    // why: a chat reply always returns its artifact, for the next turn.
+    options.insert(RETURN_CODES.into(), serde_json::Value::Bool(true).into());
+    let req = Request {
+        audio: Some(AudioInput::Wav(question)),
+        history,
+        system_prompt: system,
+        options,
+        ..Request::new(Task::S2s)
     };
     Ok(Prepared {
-        job: Job::S2s(S2sRequest {
-            question: question.into(),
-            history,
-            return_codes: true,
-            s2s,
-        }),
+        job: req.resolve(ctx)?.job,
         key,
     })
 }
@@ -231,13 +232,6 @@ impl Completion {
 pub(super) fn check(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<(), ApiError> {
     let b: ChatBody = parse_json(body)?;
     chat_output(&b)?;
-    chat_conversation(&b)?;
-    let d = S2sOptions::default();
-    max_tokens(
-        b.max_completion_tokens.or(b.max_tokens),
-        d.max_new_tokens,
-        limit,
-    )?;
-    sampler(d.audio, b.seed, b.temperature, b.top_k)?;
+    chat_job(&HeaderMap::new(), &b, &test_context(limit))?;
     Ok(())
 }

@@ -14,11 +14,11 @@ use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc::Receiver;
 
-use audio_engine::lfm2_audio::{Job, TtsJob, TtsOptions};
+use audio_engine::lfm2_audio::{Request, Task};
 
 use crate::audio_io::{b64, pcm16, wav16};
 use crate::error::ApiError;
-use crate::tasks::{max_tokens, parse_json, parse_voice, record, sampler, Prepared};
+use crate::tasks::{context, parse_json, record, sampling_options, test_context, Prepared};
 use crate::work::Msg;
 use crate::AppState;
 
@@ -88,15 +88,15 @@ fn speech_format(b: &SpeechBody) -> Result<(String, Option<&'static str>), ApiEr
     Ok((format, stream_format))
 }
 
-/// The speech body's synthesis options under the server's `max_tokens` limit.
-fn speech_options(b: &SpeechBody, limit: usize) -> Result<TtsOptions, ApiError> {
-    let d = TtsOptions::default();
-    Ok(TtsOptions {
-        voice: parse_voice(b.voice.as_deref())?,
-        max_new_tokens: max_tokens(b.max_tokens, d.max_new_tokens, limit)?,
-        audio: sampler(d.audio, b.seed, b.temperature, b.top_k)?,
-        ..d
-    })
+/// The engine's request for a speech body: the input spoken with the voice and sampling
+/// fields as the option table names them.
+fn speech_request(b: &SpeechBody) -> Request {
+    Request {
+        text: Some(b.input.clone()),
+        voice: b.voice.clone().filter(|v| !v.is_empty()),
+        options: sampling_options(b.max_tokens, b.seed, b.temperature, b.top_k),
+        ..Request::new(Task::Tts)
+    }
 }
 
 /// `POST /v1/audio/speech`: `wav` (default), `pcm` (s16le 24 kHz) or `json`; streamed with
@@ -110,14 +110,8 @@ pub async fn speech(
     let (format, stream_format) = speech_format(&b)?;
     let streaming = stream_format.is_some();
     let entry = state.entry_for(b.model.as_deref(), "tts")?;
-    let opts = speech_options(&b, state.settings.max_tokens)?;
-    let p = Prepared {
-        job: Job::Tts(TtsJob {
-            text: b.input,
-            options: opts,
-        }),
-        key: None,
-    };
+    let job = speech_request(&b).resolve(&context(&state, &entry))?.job;
+    let p = Prepared { job, key: None };
     let permit = if streaming {
         Some(state.stream_permit()?)
     } else {
@@ -179,6 +173,6 @@ async fn speech_file(
 pub(super) fn check(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<(), ApiError> {
     let b: SpeechBody = parse_json(body)?;
     speech_format(&b)?;
-    speech_options(&b, limit)?;
+    speech_request(&b).resolve(&test_context(limit))?;
     Ok(())
 }

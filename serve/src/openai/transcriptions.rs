@@ -13,11 +13,11 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::json;
 
-use audio_engine::lfm2_audio::{AsrJob, AsrOptions, Job};
+use audio_engine::lfm2_audio::{AudioInput, Request as EngineRequest, Task};
 
 use crate::audio_io::wav_from;
 use crate::error::ApiError;
-use crate::tasks::{max_tokens, parse_json, Prepared};
+use crate::tasks::{context, parse_json, sampling_options, test_context, Prepared};
 use crate::AppState;
 
 use super::collect::collect;
@@ -71,27 +71,10 @@ pub async fn transcriptions(
     };
     let format = transcription_format(&t)?;
     let entry = state.entry_for(t.model.as_deref(), "asr")?;
-    if let Some(l) = t.language.as_deref().filter(|l| !l.is_empty()) {
-        if l != entry.language {
-            return Err(ApiError::invalid(format!(
-                "language `{l}` is not this model's (`{}`)",
-                entry.language
-            )));
-        }
-    }
-    let d = AsrOptions::default();
-    let opts = AsrOptions {
-        max_new_tokens: max_tokens(t.max_tokens, d.max_new_tokens, state.settings.max_tokens)?,
-        ..d
-    };
-    let p = Prepared {
-        job: Job::Asr(AsrJob {
-            audio: wav.into(),
-            options: opts,
-            chunk_seconds: None,
-        }),
-        key: None,
-    };
+    let job = transcription_request(&t, wav)
+        .resolve(&context(&state, &entry))?
+        .job;
+    let p = Prepared { job, key: None };
     let o = collect(crate::tasks::start(&state, &entry, p, t.busy_timeout_ms).await?).await?;
     let wall_ms = t0.elapsed().as_secs_f64() * 1e3;
     Ok(match format.as_str() {
@@ -170,9 +153,22 @@ async fn multipart_form(req: Request, t: &mut TranscriptionJson) -> Result<Vec<u
 /// server-side paths, `limit` as the server's `max_tokens`).
 pub(super) fn check(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<(), ApiError> {
     let t: TranscriptionJson = parse_json(body)?;
-    wav_from(&t.audio, None, "`audio`")?;
     transcription_format(&t)?;
-    let d = AsrOptions::default();
-    max_tokens(t.max_tokens, d.max_new_tokens, limit)?;
+    let wav = wav_from(&t.audio, None, "`audio`")?;
+    transcription_request(&t, wav).resolve(&test_context(limit))?;
     Ok(())
+}
+
+/// The engine's request for a transcription: the audio, `language` and `max_tokens` by the
+/// option table's names.
+fn transcription_request(t: &TranscriptionJson, wav: Vec<u8>) -> EngineRequest {
+    let mut options = sampling_options(t.max_tokens, None, None, None);
+    if let Some(l) = t.language.as_deref().filter(|l| !l.is_empty()) {
+        options.insert("language".into(), serde_json::Value::from(l).into());
+    }
+    EngineRequest {
+        audio: Some(AudioInput::Wav(wav)),
+        options,
+        ..EngineRequest::new(Task::Asr)
+    }
 }

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{json, Value};
 
-use audio_engine::lfm2_audio::conversation::REPLY_ID;
+use audio_engine::lfm2_audio::conversation::{meta_from_json, meta_to_text, REPLY_ID};
 use audio_engine::lfm2_audio::{Artifact, ArtifactKind};
 
 use crate::artifact_limits::ArtifactTally;
@@ -14,25 +14,10 @@ use crate::error::ApiError;
 
 use super::body::ArtifactIn;
 
-const REPLY_COUNT_KEYS: [&str; 4] = ["codebooks", "audio_vocab_size", "text_vocab_size", "steps"];
-
-/// Reply meta as sent: audio.cpp carries every value as a string (`"8"`, `"true"`); the engine
-/// reads typed values. Strings that spell a number or a boolean become one.
+/// Reply meta as sent, read by the engine's one meta codec.
 fn typed_meta(meta: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
     meta.iter()
-        .map(|(k, v)| {
-            let v = match (k.as_str(), v) {
-                (k, Value::String(s)) if REPLY_COUNT_KEYS.contains(&k) => s
-                    .parse::<u64>()
-                    .map(Value::from)
-                    .unwrap_or_else(|_| v.clone()),
-                ("ended", Value::String(s)) if s == "true" || s == "false" => {
-                    Value::Bool(s == "true")
-                }
-                _ => v.clone(),
-            };
-            (k.clone(), v)
-        })
+        .map(|(k, v)| (k.clone(), meta_from_json(k, v)))
         .collect()
 }
 
@@ -40,13 +25,7 @@ fn typed_meta(meta: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
 pub fn string_meta(meta: &BTreeMap<String, Value>) -> Value {
     Value::Object(
         meta.iter()
-            .map(|(k, v)| {
-                let s = match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                (k.clone(), Value::String(s))
-            })
+            .map(|(k, v)| (k.clone(), Value::String(meta_to_text(v))))
             .collect(),
     )
 }

@@ -3,10 +3,14 @@
 
 use axum::http::HeaderMap;
 
-use audio_engine::lfm2_audio::{SamplerConfig, UnknownVoice, Voice};
+use audio_engine::lfm2_audio::{
+    OptionMap, OptionValue, RequestContext, SamplerConfig, UnknownVoice, Voice,
+};
+use serde_json::Value;
 
 use crate::error::ApiError;
 use crate::pool::fnv1a;
+use crate::{AppState, Entry};
 
 /// The conversation key: `X-Conversation-Id`, else the hash of the first question's bytes.
 pub fn conversation_key(headers: &HeaderMap, first_question: Option<&[u8]>) -> Option<u64> {
@@ -61,5 +65,40 @@ pub fn parse_voice(v: Option<&str>) -> Result<Voice, ApiError> {
         Some(v) => v
             .parse()
             .map_err(|e: UnknownVoice| ApiError::invalid(e.to_string())),
+    }
+}
+
+/// The OpenAI routes' typed sampling fields as engine options (by the option table's names), so
+/// the engine's one validator reads them as it reads a task request's.
+pub fn sampling_options(
+    max_tokens: Option<usize>,
+    seed: Option<u64>,
+    temperature: Option<f32>,
+    top_k: Option<usize>,
+) -> OptionMap {
+    let mut m = OptionMap::new();
+    let mut put = |name: &str, v: Option<Value>| {
+        if let Some(v) = v {
+            m.insert(name.to_owned(), OptionValue::Json(v));
+        }
+    };
+    put("max_tokens", max_tokens.map(Value::from));
+    put("seed", seed.map(Value::from));
+    // why through f64: the JSON number of the f32 a client sent, as the task route reads it.
+    put(
+        "temperature",
+        temperature.map(|t| Value::from(f64::from(t))),
+    );
+    put("top_k", top_k.map(Value::from));
+    m
+}
+
+/// The request context of `entry` on this server (its language, the one-pass limit, the
+/// server's `max_tokens` limit).
+pub fn context(state: &AppState, entry: &Entry) -> RequestContext {
+    RequestContext {
+        max_tokens_limit: Some(state.settings.max_tokens),
+        max_input_seconds: Some(state.settings.max_audio_seconds),
+        ..RequestContext::new(&entry.language, state.settings.max_audio_seconds)
     }
 }

@@ -17,8 +17,11 @@ pub mod stream;
 
 pub use artifacts::{artifact_json, artifacts_in, declared_artifacts, string_meta};
 pub use body::{parse_json, ArtifactIn, TaskBody, TaskRequest};
-pub use fields::{conversation_key, max_tokens, parse_voice, sampler};
-pub use prepare::{check_body, prepare, prepare_for, Prepared};
+pub use fields::{context, conversation_key, max_tokens, parse_voice, sampler, sampling_options};
+pub use prepare::{
+    check_body, engine_request, prepare, prepare_for, resolve_body, resolve_for, test_context,
+    Prepared,
+};
 pub use result::{event_json, record, result_json};
 pub use run::run;
 pub use sse::{error_frame, first_message, sse_frame, stream_response, SseCtx, PCM, SSE};

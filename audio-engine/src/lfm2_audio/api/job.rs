@@ -7,7 +7,7 @@ use crate::lfm2_audio::tasks::asr::AsrOptions;
 use crate::lfm2_audio::tasks::tts::TtsOptions;
 
 /// A transcription.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AsrJob {
     /// The speech (WAV bytes or PCM samples).
     pub audio: AudioInput,
@@ -20,7 +20,7 @@ pub struct AsrJob {
 }
 
 /// A text to speak.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TtsJob {
     /// What to say.
     pub text: String,
@@ -29,7 +29,7 @@ pub struct TtsJob {
 }
 
 /// One request to the engine.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Job {
     /// Speech recognition.

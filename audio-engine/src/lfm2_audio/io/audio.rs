@@ -295,6 +295,28 @@ pub enum AudioInput {
 }
 
 impl AudioInput {
+    /// The audio's length in seconds, from the WAV header alone (no sample is decoded) or from
+    /// the PCM's frame count; an unreadable header is the reader's error.
+    pub fn duration_seconds(&self) -> Result<f64, AudioError> {
+        match self {
+            AudioInput::Wav(bytes) => {
+                let wav = hound::WavReader::new(Cursor::new(bytes)).map_err(map_hound)?;
+                let rate = wav.spec().sample_rate;
+                check_rate(rate)?;
+                Ok(f64::from(wav.duration()) / f64::from(rate))
+            }
+            AudioInput::Pcm {
+                samples,
+                sample_rate,
+                channels,
+            } => {
+                check_rate(*sample_rate)?;
+                let frames = samples.len() / usize::from((*channels).max(1));
+                Ok(frames as f64 / f64::from(*sample_rate))
+            }
+        }
+    }
+
     /// The model's input: mono, 16 kHz (see [`load_wav_bytes_16k`] and [`pcm_16k`]).
     pub fn samples_16k(&self, opts: &ReadOptions) -> Result<Vec<f32>, AudioError> {
         match self {

@@ -11,7 +11,7 @@ use crate::lfm2_audio::tasks::s2s::S2sOptions;
 use crate::lfm2_audio::text::prompt::Prompt;
 
 use super::ahead::{Ahead, AheadOf, BackgroundWork, TurnKey};
-use super::conversation::{Artifact, ChatMarkup, Reply, ReplyFormat};
+use super::conversation::{Artifact, ChatMarkup, QuestionLayout, Reply, ReplyFormat};
 use super::prefill_cache::PrefillCache;
 use super::{S2sRequest, Session};
 
@@ -20,7 +20,7 @@ use super::{S2sRequest, Session};
 pub(super) struct AheadInput {
     pub(super) markup: ChatMarkup,
     pub(super) replies: Vec<Reply>,
-    pub(super) question_rows: Vec<usize>,
+    pub(super) questions: Vec<QuestionLayout>,
     pub(super) rows: Vec<f32>,
 }
 
@@ -117,10 +117,10 @@ impl Session {
             steps: reply.steps.clone(),
             ended: reply.ended,
         };
-        let prompt = match input.markup.build_through_reply(
+        let prompt = match input.markup.build_through_reply_mixed(
             format,
             input.replies.iter().chain([&this]),
-            &input.question_rows,
+            &input.questions,
         ) {
             Ok(p) => p,
             Err(e) => {

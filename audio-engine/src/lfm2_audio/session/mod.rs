@@ -81,7 +81,7 @@ impl Default for SessionOptions {
 }
 
 /// One speech-to-speech request.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct S2sRequest {
     /// The new question: WAV bytes (any rate, any channel count) or PCM samples.
     pub question: AudioInput,

@@ -20,6 +20,17 @@ pub(super) struct KeptQuestion {
     pub(super) embeddings: Vec<f32>,
 }
 
+impl KeptQuestion {
+    /// No spoken question (a typed one): nothing to keep or reuse.
+    pub(super) fn none() -> KeptQuestion {
+        KeptQuestion {
+            samples: Vec::new(),
+            rows: 0,
+            embeddings: Vec::new(),
+        }
+    }
+}
+
 impl Session {
     pub(super) fn encode_question(
         &self,
@@ -72,7 +83,11 @@ impl Session {
     /// Keeps `questions` (a request's, in prompt order) as the most recent, without duplicates,
     /// at most [`SessionOptions::kept_questions`](super::SessionOptions::kept_questions).
     pub(super) fn keep_questions(&mut self, questions: Vec<KeptQuestion>) {
-        for q in questions.into_iter().rev() {
+        for q in questions
+            .into_iter()
+            .rev()
+            .filter(|q| !q.samples.is_empty())
+        {
             self.questions
                 .retain(|k| !same_samples(&k.samples, &q.samples));
             self.questions.insert(0, q);

@@ -16,11 +16,12 @@ use crate::lfm2_audio::text::prompt::Prompt;
 use super::ahead::BackgroundWork;
 use super::background::AheadInput;
 use super::conversation::{
-    check_artifacts, encode_reply, read_history, ChatMarkup, HistoryConfig, ReplyFormat, Task,
-    CONVERSATION_LIMIT,
+    check_artifacts, encode_reply, read_history, ChatMarkup, HistoryConfig, Question, ReplyFormat,
+    Task, CONVERSATION_LIMIT, QUESTION_ID, REPLY_ID,
 };
 use super::questions::KeptQuestion;
 use super::{S2sRequest, Session, TurnResult};
+use crate::lfm2_audio::io::audio::AudioInput;
 
 /// A request checked, its questions encoded and its prompt built: ready to generate.
 pub(super) struct Prepared {
@@ -95,38 +96,64 @@ impl Session {
             wav: ReadOptions {
                 max_seconds: model.options().max_audio_seconds,
             },
+            tokenizer: model.tokenizer(),
         };
         let max_tokens = request.s2s.max_new_tokens;
         let mut history = read_history(&request.history, &cfg, max_tokens)?;
 
-        // Encode every question, earlier ones first (reusing kept outputs), the new one always.
+        // Encode every spoken question, earlier ones first (reusing kept outputs), the new one
+        // always; a typed question takes its tokens' places instead.
         let mut keep = Vec::new();
         let mut reused = 0;
         let mut rows = Vec::new();
-        let mut question_rows = Vec::new();
+        let mut questions = Vec::new();
         for (i, turn) in history.turns.iter().enumerate() {
-            let (q, hit) = self.encode_question(backend, &turn.question, &self.questions)?;
+            let Question::Audio(samples) = &turn.question else {
+                questions.push(turn.question.layout(0));
+                history.budget.add_question(i, questions[i].steps())?;
+                continue;
+            };
+            let (q, hit) = self.encode_question(backend, samples, &self.questions)?;
             reused += usize::from(hit);
             history.budget.add_question(i, q.rows)?;
-            question_rows.push(q.rows);
+            questions.push(turn.question.layout(q.rows));
             rows.extend_from_slice(&q.embeddings);
             keep.push(q);
         }
-        let q = self.hear_question(backend, &request.question, early)?;
-        let question = q.clone();
-        history.budget.add_question(history.turns.len(), q.rows)?;
-        question_rows.push(q.rows);
-        rows.extend_from_slice(&q.embeddings);
-        keep.push(q);
+        let question = match (history.pending.take(), &request.question) {
+            (Some(_), input) if !matches!(input, AudioInput::Wav(w) if w.is_empty()) => {
+                return Err(EngineError::InvalidRequest(format!(
+                    "turn {}'s {QUESTION_ID} has no {REPLY_ID} after it, and the request has a \
+                     question of its own: send each earlier turn as its question then its \
+                     reply, and the new question once",
+                    history.turns.len() + 1
+                )))
+            }
+            (Some(Question::Text(ids)), _) => {
+                history
+                    .budget
+                    .add_question(history.turns.len(), ids.len())?;
+                questions.push(crate::lfm2_audio::session::conversation::QuestionLayout::Text(ids));
+                KeptQuestion::none()
+            }
+            (Some(Question::Audio(samples)), _) => {
+                let q = self.hear_question(backend, &AudioInput::mono_16k(samples), early)?;
+                self.take_new_question(q, &mut history, &mut questions, &mut rows, &mut keep)?
+            }
+            (None, input) => {
+                let q = self.hear_question(backend, input, early)?;
+                self.take_new_question(q, &mut history, &mut questions, &mut rows, &mut keep)?
+            }
+        };
         let encode = started.elapsed();
 
-        let prompt = markup.build(&format, history.replies(), &question_rows)?;
+        let prompt = markup.build_mixed(&format, history.replies(), &questions)?;
         history.budget.check_prompt(prompt.len())?;
         let (n_text, n_audio) = model.interleave();
         let ahead = (return_codes && self.options.prefill_ahead && self.options.prefill_slots > 0)
             .then(|| AheadInput {
                 replies: history.replies().cloned().collect(),
-                question_rows,
+                questions,
                 rows: rows.clone(),
                 markup,
             });
@@ -156,6 +183,22 @@ impl Session {
             question,
             background: None,
         })
+    }
+
+    /// Adds the new spoken question `q` to a prepared prompt's parts.
+    fn take_new_question(
+        &self,
+        q: KeptQuestion,
+        history: &mut super::conversation::History,
+        questions: &mut Vec<super::conversation::QuestionLayout>,
+        rows: &mut Vec<f32>,
+        keep: &mut Vec<KeptQuestion>,
+    ) -> Result<KeptQuestion, EngineError> {
+        history.budget.add_question(history.turns.len(), q.rows)?;
+        questions.push(super::conversation::QuestionLayout::Audio { rows: q.rows });
+        rows.extend_from_slice(&q.embeddings);
+        keep.push(q.clone());
+        Ok(q)
     }
 
     pub(super) fn finish_turn(

@@ -14,7 +14,7 @@ use crate::lfm2_audio::model::sampling::SamplerConfig;
 use crate::lfm2_audio::text::prompt::{PromptBuilder, SYSTEM_ASR};
 
 /// ASR options.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AsrOptions {
     /// Most text tokens to generate.
     pub max_new_tokens: usize,

@@ -94,7 +94,8 @@ impl std::fmt::Display for Voice {
     }
 }
 
-/// TTS options.
+/// TTS options. The defaults are the option table's (`max_tokens` 512 per chunk,
+/// `text_chunk_size` 200, temperature 0.8, top-k 64), as every front end gives them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TtsOptions {
     /// The voice.
@@ -113,10 +114,10 @@ impl Default for TtsOptions {
     fn default() -> Self {
         TtsOptions {
             voice: Voice::default(),
-            max_new_tokens: 2048,
+            max_new_tokens: 512,
             text: SamplerConfig::text(),
             audio: SamplerConfig::tts_audio(0),
-            chunk_chars: 400,
+            chunk_chars: 200,
         }
     }
 }

@@ -34,6 +34,41 @@ pub const REPLY_META_KEYS: [&str; 7] = [
     "ended",
 ];
 
+/// Reply meta keys whose values are counts.
+const COUNT_META_KEYS: [&str; 4] = ["codebooks", "audio_vocab_size", "text_vocab_size", "steps"];
+
+/// One meta value as the wire carries it, read as the engine does: audio.cpp carries every value
+/// as text (`"8"`, `"true"`), so a count key's digits become a number and `ended`'s `true` /
+/// `false` a boolean; anything else stays text (and is judged when the reply is read). The one
+/// codec of reply meta for every front end (with [`meta_to_text`]).
+pub fn meta_from_text(key: &str, value: &str) -> serde_json::Value {
+    use serde_json::Value;
+    if COUNT_META_KEYS.contains(&key) {
+        if let Ok(n) = value.parse::<u64>() {
+            return Value::from(n);
+        }
+    } else if key == "ended" && (value == "true" || value == "false") {
+        return Value::Bool(value == "true");
+    }
+    Value::String(value.to_owned())
+}
+
+/// [`meta_from_text`] for a JSON value: strings are read as text, other values kept.
+pub fn meta_from_json(key: &str, value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::String(s) => meta_from_text(key, s),
+        other => other.clone(),
+    }
+}
+
+/// A meta value as audio.cpp returns it: text (`8`, `true`, the string itself).
+pub fn meta_to_text(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// What an artifact holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ArtifactKind {

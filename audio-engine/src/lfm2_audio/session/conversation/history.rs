@@ -7,11 +7,13 @@
 //! history) is not held to it, only to the context, which the session checks.
 
 use crate::lfm2_audio::error::EngineError;
+use crate::lfm2_audio::generation::reply::ReplyStep;
 use crate::lfm2_audio::io::audio::{load_wav_bytes_16k, ReadOptions};
+use crate::lfm2_audio::text::tokenizer::Tokenizer;
 
 use super::artifact::{check_reply_meta, decode_checked, Artifact, ArtifactKind, Reply};
 use super::artifact::{ReplyFormat, ReplyMeta, QUESTION_ID, REPLY_ID};
-use super::prompt::ChatMarkup;
+use super::prompt::{ChatMarkup, QuestionLayout};
 
 pub use crate::lfm2_audio::limits::CONVERSATION_LIMIT;
 
@@ -121,14 +123,36 @@ pub struct HistoryConfig<'a> {
     pub limit: usize,
     /// How earlier questions are read (held to the same length limit as the new one).
     pub wav: ReadOptions,
+    /// The checkpoint's tokenizer: typed questions and replies are tokenized as liquid-audio's
+    /// `ChatState.add_text` does.
+    pub tokenizer: &'a Tokenizer,
+}
+
+/// A question of the conversation: spoken or typed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Question {
+    /// Mono samples at 16 kHz, ready for the encoder.
+    Audio(Vec<f32>),
+    /// The typed text's token ids (control-token text recognised, as `ChatState.add_text`).
+    Text(Vec<u32>),
+}
+
+impl Question {
+    /// The question's place in a prompt once its audio (if any) is encoded into `rows` rows.
+    pub fn layout(&self, rows: usize) -> QuestionLayout {
+        match self {
+            Question::Audio(_) => QuestionLayout::Audio { rows },
+            Question::Text(ids) => QuestionLayout::Text(ids.clone()),
+        }
+    }
 }
 
 /// One earlier turn.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Turn {
-    /// The question, mono at 16 kHz, ready for the encoder.
-    pub question: Vec<f32>,
-    /// The reply as generated.
+    /// The question.
+    pub question: Question,
+    /// The reply as generated (a typed reply: its text's tokens).
     pub reply: Reply,
 }
 
@@ -137,6 +161,9 @@ pub struct Turn {
 pub struct History {
     /// The turns in conversation order.
     pub turns: Vec<Turn>,
+    /// A question after the last turn with no reply yet: the request's own question when it
+    /// carries none apart (a typed question is sent this way).
+    pub pending: Option<Question>,
     /// The prompt's steps known so far (markup and replies), to add each question's rows to.
     pub budget: ConversationBudget,
 }
@@ -148,12 +175,27 @@ impl History {
     }
 }
 
+/// Whether an artifact's payload is UTF-8 text: kind `text`, or meta `format` = `text` (the C
+/// ABI has no text kind).
+pub fn is_text(art: &Artifact) -> bool {
+    art.kind == ArtifactKind::Text
+        || art.meta.get("format").and_then(|v| v.as_str()) == Some("text")
+}
+
+fn utf8<'a>(art: &'a Artifact, what: &str) -> Result<&'a str, EngineError> {
+    std::str::from_utf8(&art.payload)
+        .map_err(|e| invalid(format!("{what} is text but not UTF-8: {e}")))
+}
+
 fn invalid(msg: String) -> EngineError {
     EngineError::InvalidRequest(msg)
 }
 
 /// Reads the earlier turns from a request's input artifacts: per turn, in order, an
-/// [`QUESTION_ID`] (WAV bytes, kind custom or audio) and the [`REPLY_ID`] that turn returned.
+/// [`QUESTION_ID`] (WAV bytes, kind custom or audio; or UTF-8 text, kind text or meta
+/// `format` = `text`) and the [`REPLY_ID`] that turn returned (or a typed reply, UTF-8 text
+/// marked the same way). A question after the last reply is the pending question
+/// ([`History::pending`]).
 ///
 /// Every artifact's id, order and reply meta is checked first, and the limit with them: each
 /// reply's step count comes from its meta, before any payload is read, and the reading stops
@@ -168,7 +210,7 @@ pub fn read_history(
     cfg.format.validate()?;
     // why: the turn count is only a bound until every artifact is checked, but each reply seen
     // so far is a whole turn, so counting markup for those turns alone never overcounts.
-    let mut metas: Vec<(usize, usize, ReplyMeta)> = Vec::new();
+    let mut metas: Vec<(usize, usize, Option<ReplyMeta>)> = Vec::new();
     let mut reply_steps = 0usize;
     let mut open_question: Option<usize> = None;
     for (i, art) in artifacts.iter().enumerate() {
@@ -182,12 +224,14 @@ pub fn read_history(
                          its question then its reply, in conversation order"
                     )));
                 }
-                if !matches!(art.kind, ArtifactKind::Custom | ArtifactKind::Audio) {
+                if !is_text(art) && !matches!(art.kind, ArtifactKind::Custom | ArtifactKind::Audio)
+                {
                     return Err(invalid(format!(
                         "turn {turn}'s {QUESTION_ID} (input artifact {i}) is of kind {}, \
-                         expected {} (WAV bytes)",
+                         expected {} (WAV bytes) or {} (a typed question)",
                         art.kind.name(),
-                        ArtifactKind::Custom.name()
+                        ArtifactKind::Custom.name(),
+                        ArtifactKind::Text.name()
                     )));
                 }
                 open_question = Some(i);
@@ -200,6 +244,12 @@ pub fn read_history(
                          reply, in conversation order"
                     )));
                 };
+                if is_text(art) {
+                    // why no meta: a typed reply is text the client holds (an assistant text
+                    // item); its steps are counted once it is tokenized, below.
+                    metas.push((q, i, None));
+                    continue;
+                }
                 let meta = check_reply_meta(art, cfg.format).map_err(|e| {
                     invalid(format!(
                         "turn {turn}'s {REPLY_ID} (input artifact {i}) does not fit this \
@@ -207,7 +257,7 @@ pub fn read_history(
                     ))
                 })?;
                 reply_steps = reply_steps.saturating_add(meta.steps);
-                metas.push((q, i, meta));
+                metas.push((q, i, Some(meta)));
                 let known = cfg
                     .markup
                     .markup_steps(metas.len())
@@ -230,31 +280,49 @@ pub fn read_history(
             }
         }
     }
-    if let Some(q) = open_question {
-        return Err(invalid(format!(
-            "turn {}'s {QUESTION_ID} (input artifact {q}) has no {REPLY_ID} after it",
-            metas.len() + 1
-        )));
-    }
-
+    let question = |t: usize, q: usize| -> Result<Question, EngineError> {
+        let what = format!("turn {t}'s {QUESTION_ID} (input artifact {q})");
+        let art = &artifacts[q];
+        if is_text(art) {
+            return Ok(Question::Text(
+                cfg.tokenizer.encode(utf8(art, &what)?, true),
+            ));
+        }
+        load_wav_bytes_16k(&art.payload, &cfg.wav)
+            .map(Question::Audio)
+            .map_err(|e| invalid(format!("{what} is not a usable WAV: {e}")))
+    };
     let mut turns = Vec::with_capacity(metas.len());
     for (t, &(q, r, meta)) in metas.iter().enumerate() {
         let what = format!("turn {}'s {REPLY_ID} (input artifact {r})", t + 1);
-        let reply = decode_checked(&artifacts[r], meta, cfg.format, &what)?;
-        let question = load_wav_bytes_16k(&artifacts[q].payload, &cfg.wav).map_err(|e| {
-            invalid(format!(
-                "turn {}'s {QUESTION_ID} (input artifact {q}) is not a usable WAV: {e}",
-                t + 1
-            ))
-        })?;
-        turns.push(Turn { question, reply });
+        let reply = match meta {
+            Some(meta) => decode_checked(&artifacts[r], meta, cfg.format, &what)?,
+            None => {
+                let ids = cfg.tokenizer.encode(utf8(&artifacts[r], &what)?, true);
+                reply_steps = reply_steps.saturating_add(ids.len());
+                Reply {
+                    steps: ids.into_iter().map(ReplyStep::Text).collect(),
+                    ended: true,
+                }
+            }
+        };
+        turns.push(Turn {
+            question: question(t + 1, q)?,
+            reply,
+        });
     }
+    let pending = open_question
+        .map(|q| question(turns.len() + 1, q))
+        .transpose()?;
     let known = cfg
         .markup
         .markup_steps(turns.len())
         .saturating_add(reply_steps);
+    let budget = ConversationBudget::new(cfg.limit, max_tokens, turns.len(), known);
+    budget.check("the chat markup and every reply")?;
     Ok(History {
-        budget: ConversationBudget::new(cfg.limit, max_tokens, turns.len(), known),
+        budget,
         turns,
+        pending,
     })
 }

@@ -8,36 +8,31 @@
 //!
 //! This module is pure data and validation: [`artifact`] writes and reads reply artifacts,
 //! [`history`] reads a request's turns and tracks the limit, [`prompt`] lays out the prompt,
-//! [`truncate`] cuts a reply where its listener interrupted it, and the functions here read the
-//! request options and which task takes what.
+//! [`truncate`] cuts a reply where its listener interrupted it, and [`check_artifacts`] says
+//! which task takes which artifacts (the options are the request model's, `api::options`).
 
 pub mod artifact;
 pub mod history;
 pub mod prompt;
 pub mod truncate;
 
-use std::collections::BTreeMap;
-
-use serde_json::Value;
-
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::limits;
 
 pub use artifact::{
-    check_reply_meta, decode_reply, encode_reply, Artifact, ArtifactKind, Reply, ReplyFormat,
-    ReplyMeta, ReplyStep, FRAME_MARK, QUESTION_ID, REPLY_FORMAT, REPLY_ID, REPLY_META_KEYS,
+    check_reply_meta, decode_reply, encode_reply, meta_from_json, meta_from_text, meta_to_text,
+    Artifact, ArtifactKind, Reply, ReplyFormat, ReplyMeta, ReplyStep, FRAME_MARK, QUESTION_ID,
+    REPLY_FORMAT, REPLY_ID, REPLY_META_KEYS,
 };
 pub use history::{
-    check_room, read_history, ConversationBudget, History, HistoryConfig, Turn, CONVERSATION_LIMIT,
+    check_room, is_text, read_history, ConversationBudget, History, HistoryConfig, Question, Turn,
+    CONVERSATION_LIMIT,
 };
-pub use prompt::ChatMarkup;
+pub use prompt::{ChatMarkup, QuestionLayout};
 pub use truncate::{reply_audio_ms, truncate_reply, FRAME_MS};
 
 /// The request option that makes a result return its reply artifact.
 pub const RETURN_CODES: &str = "return_codes";
-
-/// Request options by name, as JSON values (what a request's `options` object holds).
-pub type RequestOptions = BTreeMap<String, Value>;
 
 /// The LFM2-Audio tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +46,14 @@ pub enum Task {
 }
 
 impl Task {
+    /// The three tasks.
+    pub const ALL: [Task; 3] = [Task::Asr, Task::Tts, Task::S2s];
+
+    /// The task a name spells (`asr`, `tts`, `s2s`).
+    pub fn from_name(name: &str) -> Option<Task> {
+        Task::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// The task's name as requests spell it.
     pub fn name(self) -> &'static str {
         match self {
@@ -58,18 +61,6 @@ impl Task {
             Task::Tts => "tts",
             Task::S2s => "s2s",
         }
-    }
-}
-
-/// Reads `return_codes` from the options: absent is false; `true`/`false` is itself; any other
-/// value (a string, a number, null) is an [`EngineError::InvalidRequest`].
-pub fn parse_return_codes(options: &RequestOptions) -> Result<bool, EngineError> {
-    match options.get(RETURN_CODES) {
-        None => Ok(false),
-        Some(Value::Bool(b)) => Ok(*b),
-        Some(other) => Err(EngineError::InvalidRequest(format!(
-            "option `{RETURN_CODES}` is {other}, it must be true or false"
-        ))),
     }
 }
 
@@ -83,15 +74,6 @@ fn check_artifact_sizes(artifacts: &[Artifact]) -> Result<(), EngineError> {
             .iter()
             .fold(0usize, |n, a| n.saturating_add(a.payload.len())),
     )
-}
-
-/// What [`validate_for_task`] found a request asks of the conversation layer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ConversationRequest {
-    /// Whether the result returns its reply artifact.
-    pub return_codes: bool,
-    /// Whether the request carries earlier turns.
-    pub has_history: bool,
 }
 
 /// Checks a request's artifacts against what `task` takes of the conversation protocol: more
@@ -134,46 +116,6 @@ pub fn check_artifacts(task: Task, artifacts: &[Artifact]) -> Result<bool, Engin
             Ok(!artifacts.is_empty())
         }
     }
-}
-
-/// For protocol layers that carry the conversation options as a JSON map: checks the map
-/// (s2s takes `return_codes`, a boolean; ASR and TTS take no conversation option; any other
-/// key is unknown) and the artifacts ([`check_artifacts`]), before anything is read. Every
-/// failure is an [`EngineError::InvalidRequest`] naming the option or artifact.
-pub fn validate_for_task(
-    task: Task,
-    artifacts: &[Artifact],
-    options: &RequestOptions,
-) -> Result<ConversationRequest, EngineError> {
-    let takes: &[&str] = match task {
-        Task::S2s => &[RETURN_CODES],
-        Task::Asr | Task::Tts => &[],
-    };
-    if let Some(k) = options.keys().find(|k| !takes.contains(&k.as_str())) {
-        return Err(EngineError::InvalidRequest(if k == RETURN_CODES {
-            format!(
-                "option `{RETURN_CODES}` is for s2s; {} does not take it",
-                task.name()
-            )
-        } else if takes.is_empty() {
-            format!(
-                "unknown option `{k}`: {} takes no conversation option",
-                task.name()
-            )
-        } else {
-            format!(
-                "unknown option `{k}`: {} takes {}",
-                task.name(),
-                takes.join(", ")
-            )
-        }));
-    }
-    let return_codes = parse_return_codes(options)?;
-    let has_history = check_artifacts(task, artifacts)?;
-    Ok(ConversationRequest {
-        return_codes,
-        has_history,
-    })
 }
 
 #[cfg(test)]

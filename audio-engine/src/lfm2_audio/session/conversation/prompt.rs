@@ -5,13 +5,44 @@
 //! `<|startoftext|><|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n` + q1 audio +
 //! `<|im_end|>\n<|im_start|>assistant\n` + reply 1 + `<|im_end|>\n<|im_start|>user\n` + ... +
 //! new question audio + `<|im_end|>\n<|im_start|>assistant\n`, each markup piece tokenized on
-//! its own as [`PromptBuilder`](crate::lfm2_audio::text::prompt::PromptBuilder) does.
+//! its own as [`PromptBuilder`](crate::lfm2_audio::text::prompt::PromptBuilder) does. A typed
+//! question's text takes the place of its audio, tokenized on its own as `ChatState.add_text`
+//! does ([`QuestionLayout`]).
 
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::text::prompt::{Prompt, PromptPiece};
 use crate::lfm2_audio::text::tokenizer::Tokenizer;
 
 use super::artifact::{Reply, ReplyFormat, ReplyStep};
+
+/// How a question sits in a prompt: its audio rows (a spoken question, encoded), or its text's
+/// token ids (a typed question, liquid-audio's `ChatState.add_text`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QuestionLayout {
+    /// `rows` audio positions.
+    Audio {
+        /// Encoder rows of the question.
+        rows: usize,
+    },
+    /// The text's tokens.
+    Text(Vec<u32>),
+}
+
+impl QuestionLayout {
+    /// Prompt positions the question takes.
+    pub fn steps(&self) -> usize {
+        match self {
+            QuestionLayout::Audio { rows } => *rows,
+            QuestionLayout::Text(ids) => ids.len(),
+        }
+    }
+}
+
+fn audio_layouts(rows: &[usize]) -> Vec<QuestionLayout> {
+    rows.iter()
+        .map(|&rows| QuestionLayout::Audio { rows })
+        .collect()
+}
 
 /// The chat markup of a checkpoint's tokenizer and system prompt, tokenized once: enough to
 /// count a conversation's text steps before any question is encoded, and to build its prompt.
@@ -81,15 +112,26 @@ impl ChatMarkup {
         replies: impl IntoIterator<Item = &'a Reply>,
         question_rows: &[usize],
     ) -> Result<Prompt, EngineError> {
+        self.build_mixed(fmt, replies, &audio_layouts(question_rows))
+    }
+
+    /// [`ChatMarkup::build`] with spoken and typed questions: each question's audio rows or its
+    /// text's tokens where liquid-audio's `ChatState` puts `add_audio` or `add_text`.
+    pub fn build_mixed<'a>(
+        &self,
+        fmt: &ReplyFormat,
+        replies: impl IntoIterator<Item = &'a Reply>,
+        questions: &[QuestionLayout],
+    ) -> Result<Prompt, EngineError> {
         let replies: Vec<&Reply> = replies.into_iter().collect();
-        if question_rows.len() != replies.len() + 1 {
+        if questions.len() != replies.len() + 1 {
             return Err(EngineError::Invariant(format!(
                 "chat prompt: {} question row counts for {} earlier turns (want one more)",
-                question_rows.len(),
+                questions.len(),
                 replies.len()
             )));
         }
-        self.lay_out(fmt, &replies, question_rows)
+        self.lay_out(fmt, &replies, questions)
     }
 
     /// The conversation of `replies` and their questions up to the end of the last reply's
@@ -102,15 +144,25 @@ impl ChatMarkup {
         replies: impl IntoIterator<Item = &'a Reply>,
         question_rows: &[usize],
     ) -> Result<Prompt, EngineError> {
+        self.build_through_reply_mixed(fmt, replies, &audio_layouts(question_rows))
+    }
+
+    /// [`ChatMarkup::build_through_reply`] with spoken and typed questions.
+    pub fn build_through_reply_mixed<'a>(
+        &self,
+        fmt: &ReplyFormat,
+        replies: impl IntoIterator<Item = &'a Reply>,
+        questions: &[QuestionLayout],
+    ) -> Result<Prompt, EngineError> {
         let replies: Vec<&Reply> = replies.into_iter().collect();
-        if replies.is_empty() || question_rows.len() != replies.len() {
+        if replies.is_empty() || questions.len() != replies.len() {
             return Err(EngineError::Invariant(format!(
                 "chat prompt: {} question row counts for {} replies (want as many, at least one)",
-                question_rows.len(),
+                questions.len(),
                 replies.len()
             )));
         }
-        self.lay_out(fmt, &replies, question_rows)
+        self.lay_out(fmt, &replies, questions)
     }
 
     /// The head alone (`<|startoftext|>`, the system turn, `<|im_start|>user\n`): the first
@@ -128,7 +180,7 @@ impl ChatMarkup {
         &self,
         fmt: &ReplyFormat,
         replies: &[&Reply],
-        question_rows: &[usize],
+        questions: &[QuestionLayout],
     ) -> Result<Prompt, EngineError> {
         let markup = |chunk: &mut Vec<PromptPiece>, markup: &[Vec<u32>]| {
             chunk.extend(markup.iter().cloned().map(PromptPiece::Text));
@@ -139,13 +191,18 @@ impl ChatMarkup {
         let mut chunks: Vec<Vec<PromptPiece>> = vec![self.head_pieces()];
         let mut chunk: Vec<PromptPiece> = Vec::new();
         let mut first = 0usize;
-        for (q, &rows) in question_rows.iter().enumerate() {
-            chunk.push(PromptPiece::Audio {
-                question: q,
-                first,
-                rows,
-            });
-            first = first.saturating_add(rows);
+        for (q, question) in questions.iter().enumerate() {
+            match question {
+                QuestionLayout::Audio { rows } => {
+                    chunk.push(PromptPiece::Audio {
+                        question: q,
+                        first,
+                        rows: *rows,
+                    });
+                    first = first.saturating_add(*rows);
+                }
+                QuestionLayout::Text(ids) => chunk.push(PromptPiece::Text(ids.clone())),
+            }
             markup(&mut chunk, &self.to_assistant);
             chunks.push(std::mem::take(&mut chunk));
             let Some(reply) = replies.get(q) else {
