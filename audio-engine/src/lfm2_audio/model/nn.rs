@@ -6,6 +6,11 @@
 //! part to a graph in any context. The backbone, the depthformer and the detokenizer's LFM2 run
 //! the same [`Attention`]; the encoder uses [`Linear`] and [`LayerNorm`].
 //!
+//! Attention and the short convolution come in two halves: the weight-heavy projections take a
+//! whole batch's columns, and the part that reads a sequence's history ([`Attention::attend`],
+//! [`ShortConv::convolve`]) runs on each sequence's own columns ([`Qkv::positions`],
+//! [`columns`]) against its own cache, so one graph serves any batch width.
+//!
 //! The op sequences are the ones the components were validated with against liquid-audio and
 //! llama.cpp; changing their order or shape can change output bits.
 
@@ -206,21 +211,22 @@ pub struct Qkv<'a> {
 }
 
 impl<'a> Qkv<'a> {
-    /// The queries, keys and values of position `i` alone (views, no copy).
-    pub fn position(&self, ctx: &'a Context, i: usize) -> G<Qkv<'a>> {
-        let one = |t: Tensor<'a>| {
+    /// The queries, keys and values of positions `start .. start + n` (views, no copy).
+    pub fn positions(&self, ctx: &'a Context, start: usize, n: usize) -> G<Qkv<'a>> {
+        let some = |t: Tensor<'a>| {
             let (ne, nb) = (t.ne(), t.nb());
-            ctx.view_3d(t, ne[0], ne[1], 1, nb[1], nb[2], i * nb[2])
+            ctx.view_3d(t, ne[0], ne[1], n as i64, nb[1], nb[2], start * nb[2])
         };
         Ok(Qkv {
-            q: one(self.q)?,
-            k: one(self.k)?,
-            v: column(ctx, self.v, i)?,
+            q: some(self.q)?,
+            k: some(self.k)?,
+            v: columns(ctx, self.v, start, n)?,
         })
     }
 }
 
-/// The columns `[d, 1]` side by side, `[d, n]` (the one column itself when `n` is 1).
+/// The column blocks `[d, n_i]` side by side, `[d, sum n_i]` (the one block itself when there
+/// is one).
 pub fn side_by_side<'a>(ctx: &'a Context, columns: &[Tensor<'a>]) -> G<Tensor<'a>> {
     let (first, rest) = columns
         .split_first()
@@ -229,28 +235,12 @@ pub fn side_by_side<'a>(ctx: &'a Context, columns: &[Tensor<'a>]) -> G<Tensor<'a
         .try_fold(*first, |out, &c| ctx.concat(out, c, 1))
 }
 
-/// Column `i` of a 2-D `t` (`[rows, n]` -> `[rows, 1]`, a view).
-pub fn column<'a>(ctx: &'a Context, t: Tensor<'a>, i: usize) -> G<Tensor<'a>> {
-    ctx.view_2d(t, t.ne()[0], 1, t.nb()[1], i * t.nb()[1])
+/// Columns `start .. start + n` of a 2-D `t` (`[rows, _]` -> `[rows, n]`, a view).
+pub fn columns<'a>(ctx: &'a Context, t: Tensor<'a>, start: usize, n: usize) -> G<Tensor<'a>> {
+    ctx.view_2d(t, t.ne()[0], n as i64, t.nb()[1], start * t.nb()[1])
 }
 
 impl Attention {
-    /// `x` `[dim, n]` at cache rows `p0 .. p0 + n`: writes the chunk's K/V rows into `cache`
-    /// (the copies are expanded into `g` first, so they run before the reads), attends over rows
-    /// `0 .. p0 + n` and returns the output projection, `[dim, n]`.
-    pub fn forward<'a>(
-        &self,
-        ctx: &'a Context,
-        g: &mut Graph<'a>,
-        x: Tensor<'a>,
-        cache: KvRows<'a>,
-        inp: &AttentionInputs<'a>,
-    ) -> G<Tensor<'a>> {
-        let qkv = self.project(ctx, x)?;
-        let merged = self.attend(ctx, g, qkv, cache, inp)?;
-        self.out.forward(ctx, merged)
-    }
-
     /// The projection of `x` `[dim, n]` to queries, keys and values.
     pub fn project<'a>(&self, ctx: &'a Context, x: Tensor<'a>) -> G<Qkv<'a>> {
         let hd = self.head_dim as i64;
@@ -338,23 +328,10 @@ pub struct ShortConv {
 }
 
 impl ShortConv {
-    /// `x` `[dim, n]`; `state` `[L - 1, dim]` holds the previous tail and receives the new one
-    /// (the copy is expanded into `g` before the convolution reads the old one).
-    pub fn forward<'a>(
-        &self,
-        ctx: &'a Context,
-        g: &mut Graph<'a>,
-        x: Tensor<'a>,
-        state: Tensor<'a>,
-    ) -> G<Tensor<'a>> {
-        let bcx = self.in_proj.forward(ctx, x)?;
-        let y = self.convolve(ctx, g, bcx, state)?;
-        self.out_proj.forward(ctx, y)
-    }
-
     /// The gated convolution of one sequence's `n` positions, from their `in_proj` output
-    /// `bcx` `[3 * dim, n]` (B, C and x stacked) to `[dim, n]` before `out_proj`; `state` as
-    /// in [`ShortConv::forward`].
+    /// `bcx` `[3 * dim, n]` (B, C and x stacked) to `[dim, n]` before `out_proj`. `state`
+    /// `[L - 1, dim]` holds the sequence's previous tail and receives the new one (the copy is
+    /// expanded into `g` before the convolution reads the old one).
     pub fn convolve<'a>(
         &self,
         ctx: &'a Context,

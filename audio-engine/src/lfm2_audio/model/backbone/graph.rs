@@ -1,366 +1,256 @@
-//! The LFM2 forward graph of one chunk (llama.cpp's `src/models/lfm2.cpp` in spirit): per
-//! layer RMSNorm -> (gated short conv | GQA attention with q/k norm and NEOX RoPE) -> residual
-//! -> RMSNorm -> SwiGLU -> residual; final RMSNorm; tied text head.
+//! The LFM2 forward graph (llama.cpp's `src/models/lfm2.cpp` in spirit), one builder for any
+//! batch: one or more sequences, each a chunk of positions run at the end of its own
+//! [`DecodeCache`]. Per layer RMSNorm -> (gated short conv | GQA attention with q/k norm and
+//! NEOX RoPE) -> residual -> RMSNorm -> SwiGLU -> residual; final RMSNorm; tied text head.
+//!
+//! The weight-heavy products take every sequence's columns at once (the weights are read once
+//! for the whole batch); the work that reads a sequence's history (the short-conv tail,
+//! attention over its own cache rows) runs on that sequence's columns against its own cache.
+//! [`Backbone::forward`] is a batch of one chunk; [`Backbone::forward_steps`] a batch of
+//! one-position chunks.
+//!
+//! # The column rule
+//!
+//! A sequence's bits do not depend on its company: its per-sequence ops are the ones it runs
+//! alone, the row-wise ops (norms, activations, embeddings) do not mix columns, and batched
+//! steps are computed with [`Backend::compute_column_stable`], so each product gives every
+//! column the bits it gets at width one.
 
-use crate::ggml::{Context, GgmlType, Tensor};
+use crate::ggml::{Backend, Context, GgmlType, GraphAllocator, Tensor};
 
-use super::super::nn::{input, AttentionInputs, KvRows};
+use super::super::nn::{columns, input, side_by_side, AttentionInputs, KvRows};
 use super::cache::{DecodeCache, LayerSlot};
-use super::config::{LayerKind, Mixer};
+use super::config::Mixer;
+use super::inputs::{
+    check_cache, embed, gather, set_embed_inputs, set_sequence_inputs, EmbedInputs, SequenceInputs,
+};
 use super::{Backbone, BackboneError, ForwardOutput, Position, Rows};
 
-/// Nodes one graph may hold: ~40 per layer plus the embedding and head.
-pub(super) const GRAPH_SIZE: usize = 4096;
+/// Nodes one graph may hold besides its sequences' own: ~40 per layer plus the embedding and
+/// head.
+const GRAPH_SIZE: usize = 4096;
+
+/// Graph nodes per sequence and layer (views, norms, RoPE, the cache writes, attention, the
+/// concatenation).
+const NODES_PER_SEQUENCE_LAYER: usize = 32;
 
 type R<T> = Result<T, BackboneError>;
 
-/// The chunk's inputs, grouped by kind, and where each position's row comes from.
-pub(super) struct Inputs {
-    text: Vec<i32>,
-    audio: Vec<f32>,
-    codes: Vec<i32>,
-    n_audio: usize,
-    n_frames: usize,
-    /// Row of the concatenated [text | audio | frames] embeddings for each position.
-    order: Vec<i32>,
+/// One sequence's part of a batch: positions run at the end of its cache.
+pub(super) struct Chunk<'c, 'p> {
+    /// The sequence's cache (the caller advances it when the run succeeds).
+    pub cache: &'c DecodeCache,
+    /// The positions to run, at least one.
+    pub positions: &'p [Position<'p>],
+    /// Which of its rows come back.
+    pub rows: Rows,
+    /// Whether its rows come back with their text logits.
+    pub logits: bool,
 }
 
-pub(super) fn gather(bb: &Backbone, positions: &[Position<'_>]) -> R<Inputs> {
-    let cfg = &bb.config;
-    let h = cfg.hidden_size as usize;
-    let (mut text, mut audio, mut codes) = (Vec::new(), Vec::new(), Vec::new());
-    let mut kinds = Vec::with_capacity(positions.len());
-    for (i, p) in positions.iter().enumerate() {
-        match *p {
-            Position::Text(id) => {
-                if id >= cfg.vocab_size {
-                    return Err(BackboneError::Input(format!(
-                        "position {i}: token id {id} is outside the vocabulary ({})",
-                        cfg.vocab_size
-                    )));
-                }
-                kinds.push((0u8, text.len()));
-                text.push(id as i32);
-            }
-            Position::Audio(row) => {
-                if row.len() != h {
-                    return Err(BackboneError::Input(format!(
-                        "position {i}: audio embedding has {} values, the backbone is {h} wide",
-                        row.len()
-                    )));
-                }
-                if row.iter().any(|v| !v.is_finite()) {
-                    return Err(BackboneError::Input(format!(
-                        "position {i}: audio embedding is not finite"
-                    )));
-                }
-                kinds.push((1, audio.len() / h));
-                audio.extend_from_slice(row);
-            }
-            Position::Frame(frame) => {
-                let table = bb.audio_codes.as_ref().ok_or(BackboneError::NoAudioCodes)?;
-                if frame.len() != table.codebooks {
-                    return Err(BackboneError::Input(format!(
-                        "position {i}: frame has {} codes, the model has {} codebooks",
-                        frame.len(),
-                        table.codebooks
-                    )));
-                }
-                kinds.push((2, codes.len() / table.codebooks));
-                for (cb, &c) in frame.iter().enumerate() {
-                    if c as usize >= table.codebook_size {
-                        return Err(BackboneError::Input(format!(
-                            "position {i}: code {c} of codebook {cb} is outside 0..{}",
-                            table.codebook_size
-                        )));
-                    }
-                    // why: the table stacks the codebooks, `codebook_size` rows each.
-                    codes.push((c as usize + cb * table.codebook_size) as i32);
-                }
-            }
-        }
-    }
-    let n_audio = audio.len() / h;
-    let n_frames = bb
-        .audio_codes
-        .as_ref()
-        .map_or(0, |t| codes.len() / t.codebooks);
-    let order = kinds
-        .iter()
-        .map(|&(k, j)| {
-            (match k {
-                0 => j,
-                1 => text.len() + j,
-                _ => text.len() + n_audio + j,
-            }) as i32
-        })
-        .collect();
-    Ok(Inputs {
-        text,
-        audio,
-        codes,
-        n_audio,
-        n_frames,
-        order,
-    })
+/// Where a graph is allocated and computed.
+pub(super) struct Compute<'a> {
+    /// The memory of the graph's intermediate tensors.
+    pub alloc: &'a GraphAllocator,
+    /// The backend instance it computes on.
+    pub backend: &'a Backend,
+    /// Compute with [`Backend::compute_column_stable`] (batched steps; see the module docs).
+    /// why not for a lone chunk: prefills keep the plain compute's bytes, the ones the golden
+    /// digests were recorded with.
+    pub column_stable: bool,
 }
 
-/// The embedding's input tensors, created in the graph context and filled after allocation.
-#[derive(Default)]
-pub(super) struct EmbedInputs<'a> {
-    text: Option<Tensor<'a>>,
-    audio: Option<Tensor<'a>>,
-    codes: Option<Tensor<'a>>,
-    order: Option<Tensor<'a>>,
-}
-
-/// One sequence's attention inputs: RoPE positions and the mask (when it has attention layers).
-pub(super) struct SequenceInputs<'a> {
-    pub pos: Tensor<'a>,
-    pub mask: Option<Tensor<'a>>,
-}
-
-impl<'a> SequenceInputs<'a> {
-    /// The inputs of `n` positions after `p0` cached ones.
-    pub fn new(ctx: &'a Context, p0: usize, n: usize, has_attention: bool) -> R<Self> {
-        Ok(SequenceInputs {
-            pos: input(ctx.new_tensor_1d(GgmlType::I32, n as i64)?, "inp_pos")?,
-            mask: if has_attention {
-                let kv_len = (p0 + n) as i64;
-                Some(input(
-                    ctx.new_tensor_2d(GgmlType::F32, kv_len, n as i64)?,
-                    "inp_mask",
-                )?)
-            } else {
-                None
-            },
-        })
-    }
-}
-
-/// The embeddings of the chunk in position order: `[hidden, n]`.
-pub(super) fn embed<'a>(
-    ctx: &'a Context,
-    bb: &Backbone,
-    inp: &Inputs,
-    it: &mut EmbedInputs<'a>,
-) -> R<Tensor<'a>> {
-    let h = i64::from(bb.config.hidden_size);
-    let mut pieces = Vec::new();
-    if !inp.text.is_empty() {
-        let ids = input(
-            ctx.new_tensor_1d(GgmlType::I32, inp.text.len() as i64)?,
-            "inp_text",
-        )?;
-        it.text = Some(ids);
-        pieces.push(ctx.get_rows(ctx.param(&bb.model.token_embd), ids)?);
-    }
-    if inp.n_audio > 0 {
-        let a = input(
-            ctx.new_tensor_2d(GgmlType::F32, h, inp.n_audio as i64)?,
-            "inp_audio",
-        )?;
-        it.audio = Some(a);
-        pieces.push(a);
-    }
-    if let Some(ncb) = inp.codes.len().checked_div(inp.n_frames) {
-        let table = bb.audio_codes.as_ref().ok_or(BackboneError::NoAudioCodes)?;
-        let idx = input(
-            ctx.new_tensor_1d(GgmlType::I32, inp.codes.len() as i64)?,
-            "inp_codes",
-        )?;
-        it.codes = Some(idx);
-        // [hidden, codebooks * frames]: codebook rows of frame f at columns f*ncb .. f*ncb+ncb.
-        let rows = ctx.get_rows(ctx.param(&table.table), idx)?;
-        let stride = rows.nb()[1] * ncb;
-        let col = |cb: usize| ctx.view_2d(rows, h, inp.n_frames as i64, stride, cb * rows.nb()[1]);
-        // why: codebook 0 first, then each next one added in order (a fixed summation order).
-        let mut sum = ctx.cont(col(0)?)?;
-        for cb in 1..ncb {
-            sum = ctx.add(sum, col(cb)?)?;
-        }
-        pieces.push(sum);
-    }
-    let mut x = pieces[0];
-    for &p in &pieces[1..] {
-        x = ctx.concat(x, p, 1)?;
-    }
-    let identity = inp.order.iter().enumerate().all(|(i, &j)| i as i32 == j);
-    if !identity {
-        let order = input(
-            ctx.new_tensor_1d(GgmlType::I32, inp.order.len() as i64)?,
-            "inp_order",
-        )?;
-        it.order = Some(order);
-        x = ctx.get_rows(x, order)?;
-    }
-    Ok(x)
-}
-
-/// Checks that `cache` was made for `bb`'s layers and has room for `n` more positions.
-pub(super) fn check_cache(bb: &Backbone, cache: &DecodeCache, n: usize) -> R<()> {
-    let cfg = &bb.config;
-    if cache.len() + n > cache.capacity() {
-        return Err(BackboneError::Capacity {
-            needed: cache.len() + n,
-            capacity: cache.capacity(),
-        });
-    }
-    let n_layers = cfg.num_hidden_layers as usize;
-    let kinds_match = cache.slots().len() == n_layers
-        && cache
-            .slots()
-            .iter()
-            .enumerate()
-            .all(|(il, s)| match (s, cfg.layer_kind(il)) {
-                (LayerSlot::Attention { .. }, LayerKind::Attention) => {
-                    cache.kv_row_bytes(il)
-                        == (cfg.head_dim * cfg.num_key_value_heads[il]) as usize * 4
-                }
-                (LayerSlot::Conv { .. }, LayerKind::Conv) => true,
-                _ => false,
-            });
-    if !kinds_match {
-        return Err(BackboneError::CacheMismatch);
-    }
-    Ok(())
-}
-
-/// Builds, allocates and computes the graph of one chunk.
+/// Builds, allocates and computes the graph of `chunks`: one output per chunk, in order, with
+/// the rows its [`Rows`] asks for.
 pub(super) fn run(
     bb: &Backbone,
-    cache: &DecodeCache,
-    positions: &[Position<'_>],
-    rows: Rows,
-    want_logits: bool,
-) -> R<ForwardOutput> {
-    let cfg = &bb.config;
-    let n = positions.len();
-    if n == 0 {
-        return Err(BackboneError::Input("no positions to run".into()));
+    compute: &Compute<'_>,
+    chunks: &[Chunk<'_, '_>],
+) -> R<Vec<ForwardOutput>> {
+    if chunks.is_empty() {
+        return Err(BackboneError::Input("no sequences to run".into()));
     }
-    check_cache(bb, cache, n)?;
-    let p0 = cache.len();
-    let inp = gather(bb, positions)?;
+    // The column where each chunk starts in the batch.
+    let mut starts = Vec::with_capacity(chunks.len());
+    let mut n = 0;
+    for c in chunks {
+        if c.positions.is_empty() {
+            return Err(BackboneError::Input("no positions to run".into()));
+        }
+        check_cache(bb, c.cache, c.positions.len())?;
+        starts.push(n);
+        n += c.positions.len();
+    }
+    let positions: Vec<Position<'_>> = chunks
+        .iter()
+        .flat_map(|c| c.positions.iter().copied())
+        .collect();
+    let inp = gather(bb, &positions)?;
 
-    let ctx = Context::metadata_with_graph(GRAPH_SIZE, GRAPH_SIZE)?;
-    let mut g = ctx.new_graph(GRAPH_SIZE)?;
-    let seq = SequenceInputs::new(&ctx, p0, n, bb.has_attention())?;
+    let size = GRAPH_SIZE + NODES_PER_SEQUENCE_LAYER * chunks.len() * bb.model.layers.len();
+    let ctx = Context::metadata_with_graph(size, size)?;
+    let mut g = ctx.new_graph(size)?;
+    let seqs = chunks
+        .iter()
+        .map(|c| SequenceInputs::new(&ctx, c.cache.len(), c.positions.len(), bb.has_attention()))
+        .collect::<R<Vec<_>>>()?;
+    let attn_in: Vec<AttentionInputs<'_>> = seqs
+        .iter()
+        .zip(chunks)
+        .map(|(q, c)| AttentionInputs {
+            pos: q.pos,
+            mask: q.mask,
+            p0: c.cache.len(),
+        })
+        .collect();
+    let caches: Vec<Vec<Tensor<'_>>> = chunks.iter().map(|c| c.cache.tensors()).collect();
     let mut it = EmbedInputs::default();
     let mut x = embed(&ctx, bb, &inp, &mut it)?;
-    let attn_in = AttentionInputs {
-        pos: seq.pos,
-        mask: seq.mask,
-        p0,
-    };
-    let cache_t = cache.tensors();
-    for (l, slot) in bb.model.layers.iter().zip(cache.slots()) {
+    for (il, l) in bb.model.layers.iter().enumerate() {
         let cur = l.attn_norm.forward(&ctx, x)?;
-        let mixed = match (&l.mixer, *slot) {
-            (Mixer::Attention(a), LayerSlot::Attention { k, v }) => {
-                let rows = KvRows {
-                    k: cache_t[k],
-                    v: cache_t[v],
-                };
-                a.forward(&ctx, &mut g, cur, rows, &attn_in)?
+        let mut mixed = Vec::with_capacity(chunks.len());
+        let out = match &l.mixer {
+            Mixer::Attention(a) => {
+                let qkv = a.project(&ctx, cur)?;
+                for (s, c) in chunks.iter().enumerate() {
+                    let LayerSlot::Attention { k, v } = c.cache.slots()[il] else {
+                        return Err(BackboneError::CacheMismatch);
+                    };
+                    let rows = KvRows {
+                        k: caches[s][k],
+                        v: caches[s][v],
+                    };
+                    let own = qkv.positions(&ctx, starts[s], c.positions.len())?;
+                    mixed.push(a.attend(&ctx, &mut g, own, rows, &attn_in[s])?);
+                }
+                &a.out
             }
-            (Mixer::Conv(c), LayerSlot::Conv { state }) => {
-                c.forward(&ctx, &mut g, cur, cache_t[state])?
+            Mixer::Conv(conv) => {
+                let bcx = conv.in_proj.forward(&ctx, cur)?;
+                for (s, c) in chunks.iter().enumerate() {
+                    let LayerSlot::Conv { state } = c.cache.slots()[il] else {
+                        return Err(BackboneError::CacheMismatch);
+                    };
+                    let own = columns(&ctx, bcx, starts[s], c.positions.len())?;
+                    mixed.push(conv.convolve(&ctx, &mut g, own, caches[s][state])?);
+                }
+                &conv.out_proj
             }
-            _ => return Err(BackboneError::CacheMismatch),
         };
-        x = ctx.add(x, mixed)?;
+        x = ctx.add(x, out.forward(&ctx, side_by_side(&ctx, &mixed)?)?)?;
         let cur = l.ffn_norm.forward(&ctx, x)?;
         x = ctx.add(x, l.ffn.forward(&ctx, cur)?)?;
     }
-    let h = cfg.hidden_size as usize;
-    let selected = match rows {
-        Rows::All => Some((x, n)),
-        Rows::Last => Some((
-            ctx.view_2d(x, h as i64, 1, x.nb()[1], (n - 1) * x.nb()[1])?,
-            1,
-        )),
-        Rows::None => None,
-    };
+
+    // The rows that come back (batch columns, ascending) and, of those, the ones with logits.
+    let (mut rows, mut with_logits) = (Vec::new(), Vec::new());
+    for (c, &start) in chunks.iter().zip(&starts) {
+        let end = start + c.positions.len();
+        for col in end - returned(c)..end {
+            if c.logits {
+                with_logits.push(rows.len() as i32);
+            }
+            rows.push(col as i32);
+        }
+    }
+    let mut picks = Vec::new();
     let mut outs = None;
-    if let Some((sel, n_rows)) = selected {
+    if let (Some(&first), Some(&last)) = (rows.first(), rows.last()) {
+        let m = rows.len();
+        let sel = if m == n {
+            x
+        } else if (last - first) as usize + 1 == m {
+            ctx.view_2d(
+                x,
+                x.ne()[0],
+                m as i64,
+                x.nb()[1],
+                first as usize * x.nb()[1],
+            )?
+        } else {
+            let idx = input(ctx.new_tensor_1d(GgmlType::I32, m as i64)?, "inp_rows")?;
+            picks.push((idx, &rows[..]));
+            ctx.get_rows(x, idx)?
+        };
         let hidden = bb.model.output_norm.forward(&ctx, sel)?;
         hidden.set_output();
         g.build_forward_expand(hidden)?;
-        let logits = if want_logits {
-            let l = ctx.mul_mat(ctx.param(&bb.model.head), hidden)?;
-            l.set_output();
-            g.build_forward_expand(l)?;
-            Some(l)
-        } else {
-            None
+        let logits = match with_logits.len() {
+            0 => None,
+            k => {
+                // why: only the rows that sample text need the (vocabulary-wide) head.
+                let sel = if k == m {
+                    hidden
+                } else {
+                    let idx = input(ctx.new_tensor_1d(GgmlType::I32, k as i64)?, "inp_pick")?;
+                    picks.push((idx, &with_logits[..]));
+                    ctx.get_rows(hidden, idx)?
+                };
+                let l = ctx.mul_mat(ctx.param(&bb.model.head), sel)?;
+                l.set_output();
+                g.build_forward_expand(l)?;
+                Some(l)
+            }
         };
-        outs = Some((hidden, logits, n_rows));
+        outs = Some((hidden, logits));
     }
 
-    cache.allocator().alloc_graph(&g)?;
+    compute.alloc.alloc_graph(&g)?;
     set_embed_inputs(&it, &inp)?;
-    set_sequence_inputs(&seq, p0, n, bb.sliding_window)?;
-    cache.allocator().compute(cache.backend(), &g)?;
-
-    let mut out = ForwardOutput::default();
-    if let Some((hidden, logits, n_rows)) = outs {
-        out.rows = n_rows;
-        out.hidden = hidden.get_f32()?;
-        out.logits = logits.map(|l| l.get_f32()).transpose()?;
+    for (q, c) in seqs.iter().zip(chunks) {
+        set_sequence_inputs(q, c.cache.len(), c.positions.len(), bb.sliding_window)?;
     }
-    Ok(out)
+    for (idx, values) in picks {
+        idx.set_i32(values)?;
+    }
+    if compute.column_stable {
+        compute.alloc.compute_column_stable(compute.backend, &g)?;
+    } else {
+        compute.alloc.compute(compute.backend, &g)?;
+    }
+
+    let Some((hidden, logits)) = outs else {
+        return Ok(chunks.iter().map(|_| ForwardOutput::default()).collect());
+    };
+    let hidden = hidden.get_f32()?;
+    let logits = logits.map(|l| l.get_f32()).transpose()?;
+    if chunks.len() == 1 {
+        // why: a lone chunk (a prefill) takes the whole output, not a copy of it.
+        return Ok(vec![ForwardOutput {
+            rows: rows.len(),
+            hidden,
+            logits,
+        }]);
+    }
+    let h = bb.config.hidden_size as usize;
+    let vocab = logits.as_ref().map_or(0, |l| l.len() / with_logits.len());
+    let (mut row, mut logit_row) = (0, 0);
+    Ok(chunks
+        .iter()
+        .map(|c| {
+            let k = returned(c);
+            let out = ForwardOutput {
+                rows: k,
+                hidden: hidden[row * h..(row + k) * h].to_vec(),
+                logits: match &logits {
+                    Some(l) if c.logits && k > 0 => {
+                        logit_row += k;
+                        Some(l[(logit_row - k) * vocab..logit_row * vocab].to_vec())
+                    }
+                    _ => None,
+                },
+            };
+            row += k;
+            out
+        })
+        .collect())
 }
 
-/// ggml prunes inputs nothing reads (e.g. the mask when no output needs the last attention
-/// layer), and a pruned input has no memory to write.
-fn live<'t>(t: &Option<Tensor<'t>>) -> Option<Tensor<'t>> {
-    t.filter(|t| t.is_allocated())
-}
-
-pub(super) fn set_embed_inputs(it: &EmbedInputs<'_>, inp: &Inputs) -> R<()> {
-    if let Some(t) = live(&it.text) {
-        t.set_i32(&inp.text)?;
+/// How many rows `c` returns: its last ones.
+fn returned(c: &Chunk<'_, '_>) -> usize {
+    match c.rows {
+        Rows::All => c.positions.len(),
+        Rows::Last => 1,
+        Rows::None => 0,
     }
-    if let Some(t) = live(&it.audio) {
-        t.set_f32(&inp.audio)?;
-    }
-    if let Some(t) = live(&it.codes) {
-        t.set_i32(&inp.codes)?;
-    }
-    if let Some(t) = live(&it.order) {
-        t.set_i32(&inp.order)?;
-    }
-    Ok(())
-}
-
-pub(super) fn set_sequence_inputs(
-    it: &SequenceInputs<'_>,
-    p0: usize,
-    n: usize,
-    window: Option<usize>,
-) -> R<()> {
-    let pos: Vec<i32> = (p0..p0 + n).map(|p| p as i32).collect();
-    if it.pos.is_allocated() {
-        it.pos.set_i32(&pos)?;
-    }
-    if let Some(m) = live(&it.mask) {
-        let kv = p0 + n;
-        let mut mask = vec![0f32; kv * n];
-        for i in 0..n {
-            // why: position p0+i sees cache rows 0..=p0+i (causal), nothing later.
-            for v in &mut mask[i * kv + p0 + i + 1..(i + 1) * kv] {
-                *v = f32::NEG_INFINITY;
-            }
-            // With a sliding window of w, it sees only rows p0+i-w+1 ..= p0+i.
-            if let Some(w) = window {
-                let first = (p0 + i + 1).saturating_sub(w);
-                for v in &mut mask[i * kv..i * kv + first] {
-                    *v = f32::NEG_INFINITY;
-                }
-            }
-        }
-        m.set_f32(&mask)?;
-    }
-    Ok(())
 }

@@ -10,6 +10,7 @@ mod batch;
 pub mod cache;
 pub mod config;
 mod graph;
+mod inputs;
 pub mod scheduler;
 
 use crate::ggml::{Backend, GgmlError, Param};
@@ -281,8 +282,19 @@ impl Backbone {
         rows: Rows,
         logits: bool,
     ) -> Result<ForwardOutput, BackboneError> {
-        let out = graph::run(self, cache, positions, rows, logits)?;
+        let compute = graph::Compute {
+            alloc: cache.allocator(),
+            backend: cache.backend(),
+            column_stable: false,
+        };
+        let chunk = graph::Chunk {
+            cache,
+            positions,
+            rows,
+            logits,
+        };
+        let out = graph::run(self, &compute, &[chunk])?.pop();
         cache.advance(positions.len());
-        Ok(out)
+        Ok(out.unwrap_or_default())
     }
 }

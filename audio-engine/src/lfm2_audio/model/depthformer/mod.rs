@@ -44,24 +44,22 @@
 //!   generation loop.
 
 use crate::ggml::gguf::{GgufFile, GgufValue};
-use crate::ggml::{
-    Backend, BackendBuffer, Context, GgmlError, GgmlType, Graph, GraphAllocator, Param, RopeMode,
-    RopeParams, Tensor,
-};
+use crate::ggml::{Backend, GgmlError, Param, RopeMode, RopeParams};
 
 use super::detokenizer::config::{VocoderConfig, DEPTH_LINEAR, DEPTH_LINEAR_BIAS};
 use super::load_error::LoadError;
-use super::nn::{
-    input, Attention, AttentionInputs, KvRows, Linear, QkvProjection, RmsNorm, SwiGlu,
-};
+use super::nn::{Attention, Linear, QkvProjection, RmsNorm, SwiGlu};
 use super::weights::{display_path, open_gguf, Role, VarBuilder, WeightFile};
 use crate::lfm2_audio::model::package::Vocoder;
-use crate::lfm2_audio::model::sampling::{AudioSampler, SampleError};
+use crate::lfm2_audio::model::sampling::SampleError;
 
 mod batch;
+mod graph;
 pub mod scheduler;
+mod session;
 
 pub use batch::{FrameJob, FrameRows};
+pub use session::{DepthScratch, DepthSession};
 
 /// liquid-audio's depthformer RoPE base (`MHA(theta=1_000_000.0)`).
 pub const DEFAULT_ROPE_THETA: f32 = 1_000_000.0;
@@ -193,11 +191,6 @@ fn opt_positive_f32(gguf: &GgufFile, key: &str, default: f32) -> Result<f32, Loa
             ),
         }),
     }
-}
-
-/// Nodes (and leafs) one step graph may hold: ~40 per layer plus input and head.
-fn graph_size(n_layer: usize) -> usize {
-    64 * n_layer + 64
 }
 
 impl DepthLayer {
@@ -343,77 +336,6 @@ impl Depthformer {
         &self.backend
     }
 
-    /// One frame: a code per codebook from the backbone's final-norm `hidden` state, each
-    /// picked by `sampler` from that codebook's logits. If codebook 0 picks end-of-audio, the
-    /// frame is all end-of-audio.
-    ///
-    /// Builds this frame's step graphs in a fresh scratch; for a stream of frames use
-    /// [`Depthformer::session`].
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    pub fn frame(&self, hidden: &[f32], sampler: &mut AudioSampler) -> R<Vec<u32>> {
-        let scratch = self.new_scratch()?;
-        let mut runner = Runner::new(self, &scratch);
-        runner.run(hidden, Feed::Sample(sampler))
-    }
-
-    /// The logits of every codebook when the codes fed back are `codes` (teacher forcing):
-    /// row `i` is codebook `i`'s logits given `codes[..i]`. `codes` holds one code per codebook
-    /// (the last one is not used).
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    pub fn frame_logits_teacher_forced(&self, hidden: &[f32], codes: &[u32]) -> R<Vec<Vec<f32>>> {
-        let scratch = self.new_scratch()?;
-        let mut runner = Runner::new(self, &scratch);
-        let mut rows = Vec::with_capacity(self.codebooks());
-        runner.run(hidden, Feed::Teacher(codes, &mut rows))?;
-        Ok(rows)
-    }
-
-    /// Per-run state for a [`DepthSession`] computing on the weights' backend: keep it beside
-    /// the session.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    pub fn new_scratch(&self) -> R<DepthScratch> {
-        self.new_scratch_on(&self.backend)
-    }
-
-    /// Per-run state for a [`DepthSession`] computing on `backend` (an instance of the weights'
-    /// device, e.g. [`Backend::new_instance`], so several sessions compute at once).
-    pub fn new_scratch_on(&self, backend: &Backend) -> R<DepthScratch> {
-        let size = graph_size(self.layers.len());
-        let ctxs = (0..self.codebooks())
-            .map(|_| Context::metadata_with_graph(size, size))
-            .collect::<Result<Vec<_>, _>>()?;
-        let allocs = (0..self.codebooks())
-            .map(|_| GraphAllocator::labelled(backend, "depthformer"))
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(DepthScratch {
-            state: FrameState::new(&self.config, backend)?,
-            backend: backend.clone(),
-            ctxs,
-            allocs,
-            used: false,
-        })
-    }
-
-    /// A session whose step graphs are built once (on first use) and re-run for every frame.
-    /// `scratch` (from [`Depthformer::new_scratch`]) serves one session only.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    pub fn session<'a>(&'a self, scratch: &'a mut DepthScratch) -> R<DepthSession<'a>> {
-        if scratch.used {
-            return Err(DepthError::ScratchUsed);
-        }
-        if scratch.ctxs.len() != self.codebooks() {
-            return Err(DepthError::ScratchMismatch {
-                expected: self.codebooks(),
-                found: scratch.ctxs.len(),
-            });
-        }
-        scratch.used = true;
-        let scratch: &'a DepthScratch = scratch;
-        Ok(DepthSession {
-            runner: Runner::new(self, scratch),
-        })
-    }
-
     fn check_hidden(&self, hidden: &[f32]) -> R<()> {
         let want = self.config.backbone_embd as usize;
         if hidden.len() != want {
@@ -427,244 +349,4 @@ impl Depthformer {
         }
         Ok(())
     }
-}
-
-/// The per-frame state: K and V of each layer (K `[head_dim * kv_heads, C]`, one row per
-/// position; V transposed, `[C, head_dim * kv_heads]`, see [`KvRows`]), then `depth_linear(h)`
-/// as `[d, C]`.
-struct FrameState {
-    ctx: Context,
-    // why: the context retains the buffer; the field documents ownership.
-    _buffer: BackendBuffer,
-}
-
-impl FrameState {
-    fn new(config: &VocoderConfig, backend: &Backend) -> R<FrameState> {
-        let n_layer = config.n_layer as usize;
-        let c = i64::from(config.codebooks);
-        let kv_row = i64::from(config.head_dim) * i64::from(config.n_head_kv);
-        let ctx = Context::metadata_with_graph(2 * n_layer + 1, 0)?;
-        for il in 0..n_layer {
-            let k = ctx.new_tensor_2d(GgmlType::F32, kv_row, c)?;
-            k.set_name(&format!("depth_cache_k_l{il}"))?;
-            let v = ctx.new_tensor_2d(GgmlType::F32, c, kv_row)?;
-            v.set_name(&format!("depth_cache_v_l{il}"))?;
-        }
-        let din = ctx.new_tensor_2d(GgmlType::F32, i64::from(config.n_embd), c)?;
-        din.set_name("depth_in")?;
-        let buffer = ctx.alloc_tensors(backend)?;
-        // why: only rows a frame wrote are ever read, but defined contents cost nothing.
-        for t in ctx.tensors() {
-            t.set_zero()?;
-        }
-        Ok(FrameState {
-            ctx,
-            _buffer: buffer,
-        })
-    }
-}
-
-/// Per-run state (see the module docs): the backend it computes on, the frame state and the
-/// step graphs' memory, for one [`DepthSession`].
-pub struct DepthScratch {
-    backend: Backend,
-    state: FrameState,
-    ctxs: Vec<Context>,
-    allocs: Vec<GraphAllocator>,
-    used: bool,
-}
-
-impl std::fmt::Debug for DepthScratch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DepthScratch")
-            .field("steps", &self.ctxs.len())
-            .field("used", &self.used)
-            .finish()
-    }
-}
-
-/// Frames with graphs built once: see [`Depthformer::session`].
-pub struct DepthSession<'a> {
-    runner: Runner<'a>,
-}
-
-impl std::fmt::Debug for DepthSession<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DepthSession")
-            .field(
-                "built_steps",
-                &self.runner.steps.iter().filter(|s| s.is_some()).count(),
-            )
-            .finish()
-    }
-}
-
-impl DepthSession<'_> {
-    /// As [`Depthformer::frame`], re-running the session's graphs.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    pub fn frame(&mut self, hidden: &[f32], sampler: &mut AudioSampler) -> R<Vec<u32>> {
-        self.runner.run(hidden, Feed::Sample(sampler))
-    }
-
-    /// As [`Depthformer::frame_logits_teacher_forced`], re-running the session's graphs.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    pub fn frame_logits_teacher_forced(
-        &mut self,
-        hidden: &[f32],
-        codes: &[u32],
-    ) -> R<Vec<Vec<f32>>> {
-        let mut rows = Vec::with_capacity(self.runner.depth.codebooks());
-        self.runner.run(hidden, Feed::Teacher(codes, &mut rows))?;
-        Ok(rows)
-    }
-}
-
-/// Where each step's code comes from.
-enum Feed<'s> {
-    /// Picked by the sampler; end-of-audio at codebook 0 ends the frame.
-    Sample(&'s mut AudioSampler),
-    /// Given (teacher forcing); every step's logits are collected.
-    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-    Teacher(&'s [u32], &'s mut Vec<Vec<f32>>),
-}
-
-/// One built and allocated step graph with its inputs and output.
-struct StepGraph<'a> {
-    graph: Graph<'a>,
-    /// Step 0: the backbone hidden state.
-    hidden: Option<Tensor<'a>>,
-    /// Steps > 0: the previous codebook's code.
-    code: Option<Tensor<'a>>,
-    pos: Tensor<'a>,
-    logits: Tensor<'a>,
-}
-
-/// Builds step graphs on demand and runs frames.
-struct Runner<'a> {
-    depth: &'a Depthformer,
-    scratch: &'a DepthScratch,
-    steps: Vec<Option<StepGraph<'a>>>,
-}
-
-impl<'a> Runner<'a> {
-    fn new(depth: &'a Depthformer, scratch: &'a DepthScratch) -> Self {
-        Runner {
-            depth,
-            scratch,
-            steps: (0..depth.codebooks()).map(|_| None).collect(),
-        }
-    }
-
-    fn run(&mut self, hidden: &[f32], mut feed: Feed<'_>) -> R<Vec<u32>> {
-        let d = self.depth;
-        d.check_hidden(hidden)?;
-        let c = d.codebooks();
-        let vocab = d.audio_vocab() as u32;
-        if let Feed::Teacher(codes, _) = &feed {
-            if codes.len() != c {
-                return Err(DepthError::Input(format!(
-                    "{} codes given, the depthformer has {c} codebooks",
-                    codes.len()
-                )));
-            }
-            if let Some((cb, code)) = codes.iter().enumerate().find(|(_, &x)| x >= vocab) {
-                return Err(DepthError::Input(format!(
-                    "code {code} of codebook {cb} is outside 0..{vocab}"
-                )));
-            }
-        }
-        let mut out = Vec::with_capacity(c);
-        for i in 0..c {
-            if self.steps[i].is_none() {
-                self.steps[i] = Some(build_step(d, self.scratch, i)?);
-            }
-            let Some(step) = self.steps[i].as_ref() else {
-                unreachable!("built above");
-            };
-            if let Some(t) = step.hidden {
-                t.set_f32(hidden)?;
-            }
-            if let Some(t) = step.code {
-                t.set_i32(&[out[i - 1] as i32])?;
-            }
-            step.pos.set_i32(&[i as i32])?;
-            self.scratch.allocs[i].compute(&self.scratch.backend, &step.graph)?;
-            let logits = step.logits.get_f32()?;
-            let code = match &mut feed {
-                Feed::Sample(s) => s.sample(&logits).map_err(|source| DepthError::Sample {
-                    codebook: i,
-                    source,
-                })?,
-                Feed::Teacher(codes, rows) => {
-                    rows.push(logits);
-                    codes[i]
-                }
-            };
-            out.push(code);
-            if i == 0 && code == d.end_of_audio() && matches!(feed, Feed::Sample(_)) {
-                // why: liquid-audio overwrites the whole frame with end-of-audio here.
-                return Ok(vec![code; c]);
-            }
-        }
-        Ok(out)
-    }
-}
-
-/// Builds and allocates the graph of step `i` in the scratch's context `i`.
-fn build_step<'a>(d: &'a Depthformer, scratch: &'a DepthScratch, i: usize) -> R<StepGraph<'a>> {
-    let cfg = &d.config;
-    let ctx = &scratch.ctxs[i];
-    let state = scratch.state.ctx.tensors();
-    let n_layer = d.layers.len();
-    let din = state[2 * n_layer];
-    let n = i64::from(cfg.n_embd);
-    let f = std::mem::size_of::<f32>();
-    let mut g = ctx.new_graph(graph_size(n_layer))?;
-
-    let pos = input(ctx.new_tensor_1d(GgmlType::I32, 1)?, "depth_pos")?;
-    let (mut x, hidden, code) = if i == 0 {
-        let h = input(
-            ctx.new_tensor_1d(GgmlType::F32, i64::from(cfg.backbone_embd))?,
-            "depth_hidden",
-        )?;
-        let dl = d.depth_linear.forward(ctx, h)?;
-        // The later steps read their slices from the state; this step uses the result directly.
-        g.build_forward_expand(ctx.cpy(dl, din)?)?;
-        (ctx.view_1d(dl, n, 0)?, Some(h), None)
-    } else {
-        let c = input(ctx.new_tensor_1d(GgmlType::I32, 1)?, "depth_prev_code")?;
-        let e = ctx.get_rows(ctx.param(&d.books[i - 1].embedding), c)?; // [d, 1]
-        let slice = ctx.view_1d(din, n, i * n as usize * f)?;
-        (ctx.add(e, slice)?, None, Some(c))
-    };
-
-    let inputs = AttentionInputs {
-        pos,
-        mask: None,
-        p0: i,
-    };
-    for (il, l) in d.layers.iter().enumerate() {
-        let cache = KvRows {
-            k: state[2 * il],
-            v: state[2 * il + 1],
-        };
-        let cur = l.attn_norm.forward(ctx, x)?;
-        x = ctx.add(x, l.attn.forward(ctx, &mut g, cur, cache, &inputs)?)?;
-        let cur = l.ffn_norm.forward(ctx, x)?;
-        x = ctx.add(x, l.ffn.forward(ctx, cur)?)?;
-    }
-    let b = &d.books[i];
-    let normed = b.norm.forward(ctx, x)?;
-    let logits = b.to_logits.forward(ctx, normed)?; // [audio_vocab, 1]
-    logits.set_name("depth_logits")?;
-    logits.set_output();
-    g.build_forward_expand(logits)?;
-    scratch.allocs[i].alloc_graph(&g)?;
-    Ok(StepGraph {
-        graph: g,
-        hidden,
-        code,
-        pos,
-        logits,
-    })
 }
