@@ -171,7 +171,14 @@ async fn invalid_requests_are_400_naming_the_problem() {
             ),
             "return_codes",
         ),
-        (task("lfm2-audio-s2s", json!({"text": "hi"})), "text"),
+        // A typed question is a question (text turns); a typed and a spoken one at once is not.
+        (
+            task(
+                "lfm2-audio-s2s",
+                json!({"text": "hi", "audio": b64(&question(0))}),
+            ),
+            "not both",
+        ),
         (task("lfm2-audio-s2s", json!({})), "audio"),
         (
             task("lfm2-audio-s2s", json!({"audio": "/etc/passwd"})),
