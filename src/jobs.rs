@@ -23,7 +23,7 @@ pub struct Plan {
     pub job: Job,
     /// Whether the request itself carried its question (audio, or s2s text; else a stream
     /// pushes it).
-    pub has_audio: bool,
+    pub has_question: bool,
     /// `stream_frames_per_event`.
     pub frames_per_event: usize,
 }
@@ -183,7 +183,7 @@ pub fn plan(
         .map_err(|e| AbiError::invalid(e.to_string()))?;
     Ok(Plan {
         job: resolved.job,
-        has_audio: req.audio.is_some()
+        has_question: req.audio.is_some()
             || (task == Task::S2s && req.text.as_deref().is_some_and(|t| !t.is_empty())),
         frames_per_event: resolved.frames_per_event,
     })

@@ -91,16 +91,16 @@ const _: fn() = || {
 
 /// The question of an s2s run: the pushed audio (checked here) before the request's (checked
 /// when the request was planned); `None` when there is neither.
-/// The question of an s2s job: the pushed audio, else the request's own (`has_audio`).
+/// The question of an s2s job: the pushed audio, else the request's own (`has_question`).
 fn set_question(
     job: &mut S2sRequest,
     pushed: Option<Pcm>,
-    has_audio: bool,
+    has_question: bool,
     settings: &SessionSettings,
 ) -> AbiResult<()> {
     match pushed {
         Some(pcm) => job.question = audio_of(&pcm, settings, "the question")?,
-        None if has_audio => {}
+        None if has_question => {}
         None => {
             return Err(AbiError::invalid(
                 "s2s needs the question as audio (audiocpp_request_set_audio, or \
@@ -232,7 +232,7 @@ impl SessionHandle {
             }
             Job::Tts(j) => st.engine.tts(j, &mut keep_going).map_err(abi)?,
             Job::S2s(mut job) => {
-                set_question(&mut job, pushed, plan.has_audio, &st.settings)?;
+                set_question(&mut job, pushed, plan.has_question, &st.settings)?;
                 let conv = st.conversation();
                 let r = conv.s2s(job, &mut keep_going);
                 let figures = (conv.resumed_prefill_steps(), conv.reused_questions());
@@ -384,13 +384,13 @@ impl SessionHandle {
                 .map_err(abi)
             }
             Job::S2s(mut job) => {
-                if pushed.is_none() && !plan.has_audio {
+                if pushed.is_none() && !plan.has_question {
                     return Err(AbiError::invalid(
                         "no question: push it with audiocpp_stream_push (or set the request's \
                          audio) before the first audiocpp_stream_next_event",
                     ));
                 }
-                set_question(&mut job, pushed, plan.has_audio, &st.settings)?;
+                set_question(&mut job, pushed, plan.has_question, &st.settings)?;
                 let mut conv = st.take_conversation();
                 Worker::spawn(
                     n,

@@ -59,6 +59,8 @@ pub mod scheduler;
 mod session;
 
 pub use batch::{FrameJob, FrameRows};
+// why the allow: only the tests reach these names through `internals` (feature `testkit`).
+#[cfg_attr(not(feature = "testkit"), allow(unused_imports))]
 pub use session::{DepthScratch, DepthSession};
 
 /// liquid-audio's depthformer RoPE base (`MHA(theta=1_000_000.0)`).
