@@ -222,7 +222,10 @@ fn nothing_found_is_an_error_that_says_what_to_do() {
 fn pin_manifest_and_lock_agree() {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
     let pin = tree::Pin::read(&here.join("upstream/UPSTREAM.toml"));
-    let manifest = fs::read_to_string(here.join("Cargo.toml")).unwrap();
+    // why `.orig` first: in a packaged copy, Cargo.toml is cargo's normalized rewrite.
+    let manifest = fs::read_to_string(here.join("Cargo.toml.orig"))
+        .or_else(|_| fs::read_to_string(here.join("Cargo.toml")))
+        .unwrap();
     let section = manifest
         .split("[target.'cfg(any())'.build-dependencies]")
         .nth(1)
@@ -237,7 +240,10 @@ fn pin_manifest_and_lock_agree() {
         pin.version
     );
 
-    let lock = fs::read_to_string(here.join("../Cargo.lock")).expect("the workspace's Cargo.lock");
+    // The package's own lock when packaged, else the workspace's.
+    let lock = fs::read_to_string(here.join("Cargo.lock"))
+        .or_else(|_| fs::read_to_string(here.join("../Cargo.lock")))
+        .expect("a Cargo.lock");
     let entry = lock
         .split("[[package]]")
         .find(|p| {
