@@ -167,6 +167,11 @@ fn vendor_directory_from_cargo_config_is_verified_file_by_file() {
     let err = tree::find_package(&pin(&package_sum), &s).unwrap_err();
     assert!(err.contains("does not match its checksum"), "{err}");
 
+    // An empty file list (as Nix's vendoring writes) is accepted on the package's checksum.
+    let empty = serde_json::json!({ "files": {}, "package": package_sum });
+    fs::write(dir.join(".cargo-checksum.json"), empty.to_string()).unwrap();
+    assert_eq!(tree::find_package(&pin(&package_sum), &s).unwrap(), dir);
+
     // Another version in the vendor directory is not the pinned one: not used, not an error.
     fs::write(
         dir.join("Cargo.toml"),
