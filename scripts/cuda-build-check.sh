@@ -6,7 +6,7 @@
 # Installs the CUDA toolkit from PyPI into CACHE_DIR (default: target/cuda-toolkit), then compiles
 # and links the `cuda` feature for one GPU architecture (CMAKE_CUDA_ARCHITECTURES, default 90):
 #   - ggml-sys: ggml, its CPU backend and ggml-cuda with CMake from the patched tree, so the vendor
-#     patches' CUDA parts (the GDN cache kernel of vendor/patches/0002) compile, and upstream's
+#     patches' CUDA parts (the GDN cache kernel of ggml-sys/upstream/patches/0002) compile, and upstream's
 #     block_reduce race fix (softmax.cu, llama.cpp #26385, already in the pinned tree);
 #   - the root crate lfm2-engine with `cuda,llm`: its C library (cdylib + staticlib), every example
 #     (gdn_bench and bench need `llm`), and so llama-sys on top of the CUDA ggml;
@@ -164,7 +164,7 @@ import json, re, sys
 html = open(sys.argv[1]).read()
 m = re.search(r"const UNIT_DATA = (\[.*?\]);", html, re.S)
 for u in json.loads(m.group(1)) if m else []:
-    if u.get("name") in ("ggml-sys", "llama-sys") and "run" in u.get("target", ""):
+    if u.get("name") in ("lfm2-ggml-sys", "lfm2-llama-sys") and "run" in u.get("target", ""):
         print(f"of which {u['name'] + ' build script':<29} {u['duration']:6.0f}s")
 PY
 )

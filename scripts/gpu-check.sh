@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU check of ggml_gated_delta_net_cache (vendor/patches/0001 + 0002) on a machine with CMake, a C++
+# GPU check of ggml_gated_delta_net_cache (ggml-sys/upstream/patches/0001 + 0002) on a machine with CMake, a C++
 # compiler and the CUDA toolkit, but no Rust.
 #
 #   1. on a machine with Rust:   cargo run -p xtask -- export-tree /path/to/tree

@@ -3,7 +3,7 @@
 # the CPU: audio-engine's `vulkan_ops` (each op of the LFM2-Audio graphs) and `device_engine`
 # (ASR, TTS and multi-turn S2S on the tiny packages, teacher-forced component errors, caches on
 # and off, the CPU-fallback report per component); the gated delta net's cache form on the device
-# (ggml-sys `gdn_cache`, vendor/patches/0006) and the llm decoder with its layers and recurrent
+# (ggml-sys `gdn_cache`, ggml-sys/upstream/patches/0006) and the llm decoder with its layers and recurrent
 # state there (audio-engine `llm_inplace`: in place = gathered byte for byte, against the CPU).
 #
 #   scripts/vulkan-check.sh
@@ -56,7 +56,7 @@ trap 'rm -rf "$logs"' EXIT
 # built once); its diagnostics go to the terminal, the artifacts' JSON to a file.
 # why: the parts run the test binaries themselves. A `cargo test` naming fewer test targets
 # resolves other features for ggml-sys's build and compiles it again (4 minutes here).
-cargo test -p audio-engine -p ggml-sys --locked --features ggml-sys/vulkan,audio-engine/vulkan \
+cargo test -p audio-engine -p lfm2-ggml-sys --locked --features lfm2-ggml-sys/vulkan,audio-engine/vulkan \
   --test vulkan_ops --test device_engine --test gdn_cache --test llm_inplace --no-run \
   --message-format=json-render-diagnostics > "$logs/build.json"
 declare -A exe dir
@@ -76,7 +76,7 @@ stage "built"
 
 # Cold (an empty Mesa shader cache), lavapipe compiles each pipeline at its first dispatch, on
 # one thread per process. So the four test binaries run in two lanes at once, each lane one
-# binary after the other: with vendor/patches/0008, ggml waits for a CPU device without spinning,
+# binary after the other: with ggml-sys/upstream/patches/0008, ggml waits for a CPU device without spinning,
 # which leaves each process a core. Each part's output is printed when it ends; a lane stops at
 # its first failing part, and the script fails when a part failed.
 part() { # NAME ARGS...: runs one test binary from its package's directory, as cargo does
@@ -97,7 +97,7 @@ part() { # NAME ARGS...: runs one test binary from its package's directory, as c
 }
 # Lane 1: the engine's jobs and components against the CPU, then the llm decoder with its layers
 # and recurrent state on the device. Lane 2: the gated delta net's cache form (ggml-sys,
-# vendor/patches/0006), then each op of the LFM2-Audio graphs. Measured cold on 2 cores:
+# ggml-sys/upstream/patches/0006), then each op of the LFM2-Audio graphs. Measured cold on 2 cores:
 # 496 + 307 s and 142 + 910 s (warm: 41 + 8 s and 5 + 1 s).
 { part device_engine && part llm_inplace --nocapture on_vulkan; } &
 { part gdn_cache --nocapture on_vulkan cache_on_the_cpu && part vulkan_ops; } &

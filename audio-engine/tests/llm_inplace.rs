@@ -5,7 +5,7 @@
 //! binary re-run with `LLM_SCRIPT_DUMP` set); the parent compares the dumps.
 //!
 //! In a `vulkan` build the same script also runs with the layers and the recurrent state on a
-//! Vulkan device (vendor/patches/0006 runs the in-place update there), against the gathered path
+//! Vulkan device (ggml-sys/upstream/patches/0006 runs the in-place update there), against the gathered path
 //! on the device and against the CPU.
 
 mod common;
@@ -342,7 +342,7 @@ fn different_weights_change_the_logits() {
 }
 
 /// On a Vulkan device (lavapipe in CI; `GGML_VK_VISIBLE_DEVICES`, default 0): every layer and
-/// the recurrent state on the device. The in-place update runs there (vendor/patches/0006) and
+/// the recurrent state on the device. The in-place update runs there (ggml-sys/upstream/patches/0006) and
 /// gives the same logits, byte for byte, as the gathered path on the same device (the same
 /// kernel arithmetic; only the addresses differ). Against the CPU, logits agree within the
 /// device's rounding while the sampled tokens agree (the device sums in another order), and the

@@ -19,13 +19,22 @@ fn main() {
     let manifest_dir = PathBuf::from(
         std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
     );
-    let vendor = manifest_dir.join("..").join("vendor");
+    let upstream = manifest_dir.join("upstream");
+    println!("cargo:rerun-if-changed={}", upstream.display());
+    println!("cargo:rerun-if-changed=build");
 
-    let pin = tree::Pin::read(&vendor.join("UPSTREAM.toml"));
-    let pristine = tree::locate_pristine(&pin, &out_dir);
+    // why: docs.rs builds without network and needs no library, only the committed bindings.
+    println!("cargo:rerun-if-env-changed=DOCS_RS");
+    if std::env::var_os("DOCS_RS").is_some() {
+        println!("cargo:rustc-env=GGML_SYS_PATCHED_TREE=");
+        return;
+    }
+
+    let pin = tree::Pin::read(&upstream.join("UPSTREAM.toml"));
+    let pristine = tree::locate_pristine(&pin, &tree::Search::from_env(&out_dir));
     let root = out_dir.join("llama.cpp");
     tree::copy_tree(&pristine, &root);
-    patch::apply_series(&vendor.join("patches"), &root);
+    patch::apply_series(&upstream.join("patches"), &root);
     tree::write_version_headers(&pin, &out_dir.join("gen"));
 
     let target = target::Target::from_env();
@@ -45,6 +54,4 @@ fn main() {
     println!("cargo:gen={}", out_dir.join("gen").display());
     println!("cargo:cflags={}", target.shared_cflags().join(" "));
     println!("cargo:rustc-env=GGML_SYS_PATCHED_TREE={}", root.display());
-    println!("cargo:rerun-if-changed={}", vendor.display());
-    println!("cargo:rerun-if-changed=build");
 }

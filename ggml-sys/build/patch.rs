@@ -1,4 +1,4 @@
-//! Applies `vendor/patches/series` to the copied tree.
+//! Applies `ggml-sys/upstream/patches/series` to the copied tree.
 //!
 //! A deliberately strict unified-diff applier: every hunk must match the pinned tree exactly at the
 //! line it names (no fuzz, no offset search). The tree is pinned, so any drift is a bug in the

@@ -27,7 +27,8 @@ pub mod metal {
     include!("metal.rs");
 }
 
-/// The patched upstream tree this crate was compiled from (inside the build's OUT_DIR).
+/// The patched upstream tree this crate was compiled from (inside the build's OUT_DIR); empty in
+/// a docs.rs build, which compiles no C.
 ///
 /// `cargo run -p xtask -- export-tree DIR` copies it for CMake builds on machines without Rust.
 pub const PATCHED_TREE: &str = env!("GGML_SYS_PATCHED_TREE");

@@ -1,4 +1,4 @@
-//! `ggml_gated_delta_net_cache` (vendor/patches/0001) against the path llama.cpp's graph takes
+//! `ggml_gated_delta_net_cache` (ggml-sys/upstream/patches/0001) against the path llama.cpp's graph takes
 //! without it, byte for byte, on the CPU:
 //!
 //! - gathered: `ggml_get_rows(cache, rows_in)` -> `ggml_gated_delta_net(K)` -> write-back
@@ -906,7 +906,7 @@ fn through_the_scheduler_with_the_cache_on_the_cpu_runs_on_the_cpu() {
     assert!(n > 0);
 }
 
-/// On Vulkan (vendor/patches/0006), the cache in a device buffer: the in-place op runs on the
+/// On Vulkan (ggml-sys/upstream/patches/0006), the cache in a device buffer: the in-place op runs on the
 /// device and equals, byte for byte, llama.cpp's gathered path computed there (get_rows, the
 /// upstream kernel, the write-back copies) over the whole matrix and S_v 64 and 128; rows outside
 /// rows_out stay untouched. Both agree with the CPU within float rounding: the device sums each

@@ -17,26 +17,25 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn vendor() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("vendor")
+fn upstream() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("upstream")
 }
 
 /// Re-applies the committed series to a fresh copy of the pristine pinned tree and checks that
 /// every file it touches is byte-identical to the tree this crate was compiled from.
 #[test]
 fn series_applies_cleanly_to_the_pinned_tree() {
-    let pin = tree::Pin::read(&vendor().join("UPSTREAM.toml"));
+    let pin = tree::Pin::read(&upstream().join("UPSTREAM.toml"));
     let work = scratch("series");
-    let pristine = tree::locate_pristine(&pin, &work);
+    let search = tree::Search::new(Path::new(env!("CARGO_MANIFEST_DIR")), &work);
+    let pristine = tree::locate_pristine(&pin, &search);
     let copy = work.join("tree");
     tree::copy_tree(&pristine, &copy);
-    let names = patch::series(&vendor().join("patches"));
+    let names = patch::series(&upstream().join("patches"));
     // why after the whole series: a file two patches touch is compared in its final state.
     let mut touched = std::collections::BTreeSet::new();
     for name in &names {
-        let text = fs::read_to_string(vendor().join("patches").join(name)).unwrap();
+        let text = fs::read_to_string(upstream().join("patches").join(name)).unwrap();
         let files = patch::apply_patch(&text, &copy).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert!(!files.is_empty(), "{name} changes no file");
         touched.extend(files);

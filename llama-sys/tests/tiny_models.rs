@@ -10,7 +10,7 @@
 //! the same last token), every sequence decoded in the shared batch matches it decoded alone,
 //! and the whole run is bit-for-bit reproducible in a fresh context and in a fresh model.
 //!
-//! `TINY_MODELS_LIST_TENSORS=1 cargo test -p llama-sys --test tiny_models -- --nocapture` lists
+//! `TINY_MODELS_LIST_TENSORS=1 cargo test -p lfm2-llama-sys --test tiny_models -- --nocapture` lists
 //! every weight libllama created for each model.
 
 mod common;
