@@ -60,9 +60,9 @@ async fn two_voice_turns_in_headless_chromium() {
         match installed(bin) {
             Some(p) => bins.push(p),
             None => {
-                eprintln!(
-                    "SKIP two_voice_turns_in_headless_chromium: `{bin}` is not installed \
-                     (apt-get install chromium chromium-driver)"
+                ci_skip::skip(
+                    "two_voice_turns_in_headless_chromium",
+                    &format!("`{bin}` is not installed (apt-get install chromium chromium-driver)"),
                 );
                 return;
             }

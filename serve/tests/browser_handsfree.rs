@@ -144,9 +144,12 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
         match installed(bin) {
             Some(p) => bins.push(p),
             None => {
-                eprintln!(
-                    "SKIP hands_free_turns_and_a_barge_in_in_headless_chromium: `{bin}` is not \
-                     installed (apt-get install chromium chromium-driver espeak-ng)"
+                ci_skip::skip(
+                    "hands_free_turns_and_a_barge_in_in_headless_chromium",
+                    &format!(
+                        "`{bin}` is not installed (apt-get install chromium chromium-driver \
+                         espeak-ng)"
+                    ),
                 );
                 return;
             }

@@ -139,9 +139,9 @@ async fn served(client: &reqwest::Client, base: &str) -> Option<u64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_routes_a_conversation_to_its_replica_and_fails_over() {
     let Some(nginx) = installed("nginx") else {
-        eprintln!(
-            "SKIP nginx_routes_a_conversation_to_its_replica_and_fails_over: `nginx` is not \
-             installed (apt-get install nginx)"
+        ci_skip::skip(
+            "nginx_routes_a_conversation_to_its_replica_and_fails_over",
+            "`nginx` is not installed (apt-get install nginx)",
         );
         return;
     };
