@@ -2,7 +2,8 @@
 //! fake microphone fed from a WAV file: two turns held on the Speak button, both replies arrive
 //! and are scheduled for playback, the second request carries the first turn's two artifacts
 //! (question WAV and reply codes), and the resumed/reused figures the page shows are the server's.
-//! Skips (passing) when `chromium` or `chromedriver` is not installed.
+//! Skips when `chromium` or `chromedriver` is not installed (a marker line; a failure with
+//! `CI=true`: ci-skip).
 
 mod common;
 

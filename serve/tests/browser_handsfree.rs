@@ -7,7 +7,8 @@
 //! played, no more than it received (the server acknowledges the same cut). When the server was
 //! still generating that reply, its `response.done` says cancelled (its VAD heard the
 //! barge-in); a reply generated faster than it plays may have ended before.
-//! Skips (passing) when `chromium`, `chromedriver` or `espeak-ng` is not installed.
+//! Skips when `chromium`, `chromedriver` or `espeak-ng` is not installed (a marker line; a failure
+//! with `CI=true`: ci-skip).
 
 mod common;
 

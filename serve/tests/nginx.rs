@@ -4,7 +4,7 @@
 //! replica (its cached state is reused); killing that replica mid-conversation moves the rest to
 //! the other one, which starts cold (nothing resumed) and still answers the same bytes, because
 //! the client carries the history. nginx runs the README's snippet as written (ports aside).
-//! Skips (passing) when `nginx` is not installed.
+//! Skips when `nginx` is not installed (a marker line; a failure with `CI=true`: ci-skip).
 
 mod common;
 

@@ -1,12 +1,13 @@
 //! The README's curl examples, taken from the README itself (so it cannot drift from what the
 //! server does) and run with curl and jq against a server on the demo package: every route of
 //! the README's route table has an example, each example succeeds, and each answer is checked
-//! (the transcript and the speech WAV byte for byte against the Rust library). Skips (passing)
-//! when `curl`, `jq` or `base64` is not installed. Also the README's config file example, read
-//! as TOML and as JSON, with flags over it; and its OpenAI Python SDK example, run as written
-//! (the base URL replaced) with a Python that imports `openai` (`$LFM2E_PYTHON`, else
-//! `python3`; skips without one), its printed transcript and reply and its `hello.wav` checked
-//! against the routes' own answers to the same requests.
+//! (the transcript and the speech WAV byte for byte against the Rust library). Skips (a marker
+//! line; a failure with `CI=true`: ci-skip) when `curl`, `jq` or `base64` is not installed.
+//! Also the README's config file example, read as TOML and as JSON, with flags over it; and its
+//! OpenAI Python SDK example, run as written (the base URL replaced) with a Python that imports
+//! `openai` (`$LFM2E_PYTHON`, else `python3`; skips without one, the same way), its printed
+//! transcript and reply and its `hello.wav` checked against the routes' own answers to the same
+//! requests.
 
 mod common;
 
