@@ -5,7 +5,7 @@
 //! The package is `lfm2-audio-engine`; the library is `audio_engine`. Applications use the
 //! facade [`lfm2_audio`]: [`Lfm2Audio`](lfm2_audio::Lfm2Audio) (a loaded model, shared freely:
 //! an `Arc` inside, `Send + Sync`) and [`Session`](lfm2_audio::Session) (one conversation's
-//! caches). [`ggml`] is the safe layer over ggml that the engine is built on; [`llm`] (feature
+//! caches). [`ggml`] is the safe layer over ggml that the engine is built on; `llm` (feature
 //! `llm`) the libllama decoder.
 //!
 //! # Features

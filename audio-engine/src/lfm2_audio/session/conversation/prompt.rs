@@ -5,7 +5,7 @@
 //! `<|startoftext|><|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n` + q1 audio +
 //! `<|im_end|>\n<|im_start|>assistant\n` + reply 1 + `<|im_end|>\n<|im_start|>user\n` + ... +
 //! new question audio + `<|im_end|>\n<|im_start|>assistant\n`, each markup piece tokenized on
-//! its own as [`PromptBuilder`](crate::lfm2_audio::text::prompt::PromptBuilder) does.
+//! its own as the text layer's `PromptBuilder` does.
 
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::text::prompt::{Prompt, PromptPiece};
