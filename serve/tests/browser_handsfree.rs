@@ -118,7 +118,7 @@ async fn wait_for(d: &Driver, what: &str, done: impl Fn(&Value) -> bool) -> Valu
             return hf;
         }
         assert!(
-            hf["errors"].as_array().map_or(true, Vec::is_empty),
+            hf["errors"].as_array().is_none_or(Vec::is_empty),
             "the page recorded errors while waiting for {what}: {}",
             hf["errors"]
         );
