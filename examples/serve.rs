@@ -3,7 +3,7 @@
 //! demo package.
 //!
 //! `cargo run --release --example serve -- --model DIR [--port 8080] [--slots 2] ...`
-//! (`--help` lists the flags; same as `cargo run --release -p serve -- ...`).
+//! (`--help` lists the flags; same as `cargo run --release -p lfm2-audio-serve -- ...`).
 
 fn main() {
     serve::main_with_args(std::env::args_os())

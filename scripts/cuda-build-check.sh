@@ -148,13 +148,13 @@ export LD_LIBRARY_PATH="$lib:$lib/stubs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 echo "== nvcc: $("$CUDACXX" --version | tail -2 | head -1); cmake: $("$CMAKE" --version | head -1); archs: $archs"
 
 cd "$repo"
-# One cargo invocation for everything: a second one with other packages selected (`-p serve` alone)
+# One cargo invocation for everything: a second one with other packages selected (`-p lfm2-audio-serve` alone)
 # resolves other features for the build scripts' own dependencies (cc, libc), which gives ggml-sys
 # another OUT_DIR and compiles ggml-cuda again (75 minutes here). --timings gives the CMake part's
 # own time.
 name="C library + examples (cuda,llm) + serve (cuda)"
 log="$log_dir/cargo.log"
-args=(-p lfm2-engine -p serve --features lfm2-engine/cuda,lfm2-engine/llm,serve/cuda --lib --bins --examples)
+args=(-p lfm2-engine -p lfm2-audio-serve --features lfm2-engine/cuda,lfm2-engine/llm,lfm2-audio-serve/cuda --lib --bins --examples)
 echo "== $name: cargo build ${args[*]}"
 cargo build "${args[@]}" --timings > "$log" 2>&1 || fail "$name" "$log"
 stage_done "$name"

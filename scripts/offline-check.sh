@@ -6,7 +6,7 @@
 #
 # 1. In an empty CARGO_HOME (a temp dir; only the toolchain comes from rustup): `cargo fetch
 #    --locked`; then, with the network refused (CARGO_NET_OFFLINE=true: cargo, nested calls
-#    included, may not use it), build the engine library (-p audio-engine), `serve` and the C
+#    included, may not use it), build the engine library (-p lfm2-audio-engine), `serve` and the C
 #    library (-p lfm2-engine). Before that, a negative check: with the pinned package taken out of
 #    that cargo home, ggml-sys's build must fail with its message naming `cargo fetch`.
 # 2. `cargo vendor --locked` (offline, from that cargo home) into a copy of the workspace whose
@@ -82,8 +82,8 @@ for i in "${!moved[@]}"; do
 done
 rm -rf "$aside"
 
-step "offline build -p audio-engine" "$cargo_bin" build --locked -p audio-engine --target-dir "$target1"
-step "offline build -p serve" "$cargo_bin" build --locked -p serve --target-dir "$target1"
+step "offline build -p lfm2-audio-engine" "$cargo_bin" build --locked -p lfm2-audio-engine --target-dir "$target1"
+step "offline build -p lfm2-audio-serve" "$cargo_bin" build --locked -p lfm2-audio-serve --target-dir "$target1"
 step "offline build -p lfm2-engine (C library)" "$cargo_bin" build --locked -p lfm2-engine --target-dir "$target1"
 
 # --- 2. the same from a cargo vendor directory, in a second empty cargo home ---------------------
@@ -111,8 +111,8 @@ home2="$work/cargo-home-vendored"
 mkdir -p "$home2"
 export CARGO_HOME="$home2"
 target2="$work/target-vendored"
-step "vendored offline build -p audio-engine" "$cargo_bin" build --locked -p audio-engine --target-dir "$target2"
-step "vendored offline build -p serve" "$cargo_bin" build --locked -p serve --target-dir "$target2"
+step "vendored offline build -p lfm2-audio-engine" "$cargo_bin" build --locked -p lfm2-audio-engine --target-dir "$target2"
+step "vendored offline build -p lfm2-audio-serve" "$cargo_bin" build --locked -p lfm2-audio-serve --target-dir "$target2"
 step "vendored offline build -p lfm2-engine (C library)" "$cargo_bin" build --locked -p lfm2-engine --target-dir "$target2"
 # Nothing was downloaded into the second home: every package came from the vendor directory.
 if [ -d "$home2/registry" ]; then

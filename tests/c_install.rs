@@ -127,7 +127,10 @@ fn a_c_program_builds_with_pkg_config_and_with_plain_laudiocpp() {
     let dir = scratch("hello");
     let src = root().join("tests/c/hello.c");
     let Some(flags) = pkg_config(&["--cflags", "--libs"]) else {
-        println!("SKIPPED the pkg-config build: pkg-config is not installed");
+        ci_skip::skip(
+            "a_c_program_builds_with_pkg_config_and_with_plain_laudiocpp",
+            "pkg-config is not installed (apt-get install pkg-config)",
+        );
         return;
     };
     assert!(flags.contains(&"-laudiocpp".to_owned()), "{flags:?}");
@@ -163,7 +166,10 @@ fn a_c_program_builds_with_pkg_config_and_with_plain_laudiocpp() {
 #[test]
 fn a_c_program_links_the_static_library() {
     let Some(flags) = pkg_config(&["--static", "--cflags", "--libs"]) else {
-        println!("SKIPPED the static build: pkg-config is not installed");
+        ci_skip::skip(
+            "a_c_program_links_the_static_library",
+            "pkg-config is not installed (apt-get install pkg-config)",
+        );
         return;
     };
     // The archive itself in place of -laudiocpp (which would pick the shared library).
@@ -195,7 +201,10 @@ fn a_c_program_builds_against_the_build_tree_with_the_uninstalled_pc_file() {
             .ok()
     };
     let Some(o) = pkg_config(&["--cflags", "--libs", "audiocpp"]) else {
-        println!("SKIPPED the build-tree build: pkg-config is not installed");
+        ci_skip::skip(
+            "a_c_program_builds_against_the_build_tree_with_the_uninstalled_pc_file",
+            "pkg-config is not installed (apt-get install pkg-config)",
+        );
         return;
     };
     assert!(

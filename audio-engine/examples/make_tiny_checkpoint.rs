@@ -1,7 +1,7 @@
 //! Writes the deterministic tiny LFM2-Audio checkpoint (Hugging Face layout) that the reference
 //! script `tests/reference/make_reference.py` runs liquid-audio on.
 //!
-//! `cargo run -p audio-engine --example make_tiny_checkpoint -- OUT_DIR [--seed N]`
+//! `cargo run -p lfm2-audio-engine --example make_tiny_checkpoint -- OUT_DIR [--seed N]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -124,7 +124,7 @@ fn quantized_packages_stay_close_to_f32() {
 fn wav(rate: u32, channels: u16, samples: &[f32]) -> Vec<u8> {
     let interleaved: Vec<f32> = samples
         .iter()
-        .flat_map(|&s| std::iter::repeat(s).take(usize::from(channels)))
+        .flat_map(|&s| std::iter::repeat_n(s, usize::from(channels)))
         .collect();
     common::wav::float_interleaved(rate, channels, &interleaved)
 }

@@ -458,7 +458,7 @@ fn repack_on_and_off_both_give_valid_output() {
 /// LFM2.5 feed-forward projection) for a decode step (1 column) and a prefill block (256
 /// columns), repacked and plain, with 2 threads, in 3 alternating rounds (so a busy machine
 /// slows both alike). Ignored by default (a measurement, not a check):
-/// `cargo test -p audio-engine --test repack -- --ignored --nocapture matmul_timing`.
+/// `cargo test -p lfm2-audio-engine --test repack -- --ignored --nocapture matmul_timing`.
 #[test]
 #[ignore]
 fn matmul_timing() {
@@ -528,7 +528,7 @@ fn matmul_timing() {
 /// Loads a 1 GiB F32 GGUF (16 matrices `[2048, 8192]`) in place (the default) and by copying
 /// (`WeightStore::new`, what every load did before), printing the time and the growth of the
 /// resident set (anonymous and file-backed). Ignored by default (a measurement):
-/// `cargo test -p audio-engine --test repack -- --ignored --nocapture f32_load_timing`.
+/// `cargo test -p lfm2-audio-engine --test repack -- --ignored --nocapture f32_load_timing`.
 #[test]
 #[ignore]
 fn f32_load_timing() {
@@ -603,7 +603,7 @@ fn f32_load_timing() {
 /// synthetic Q4_0 package) with repacking on and off, in alternating rounds, 2 threads: load,
 /// then an ASR request on 6 s of audio (encode, prefill, 16 greedy steps) and peak RSS.
 /// Ignored by default (a measurement; skipped without the variable):
-/// `LFM2_FULL_DIR=DIR cargo test -p audio-engine --test repack -- --ignored --nocapture full_size`.
+/// `LFM2_FULL_DIR=DIR cargo test -p lfm2-audio-engine --test repack -- --ignored --nocapture full_size`.
 #[test]
 #[ignore]
 fn full_size_timing() {

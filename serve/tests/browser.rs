@@ -2,7 +2,8 @@
 //! fake microphone fed from a WAV file: two turns held on the Speak button, both replies arrive
 //! and are scheduled for playback, the second request carries the first turn's two artifacts
 //! (question WAV and reply codes), and the resumed/reused figures the page shows are the server's.
-//! Skips (passing) when `chromium` or `chromedriver` is not installed.
+//! Skips when `chromium` or `chromedriver` is not installed (a marker line; a failure with
+//! `CI=true`: ci-skip).
 
 mod common;
 
@@ -60,9 +61,9 @@ async fn two_voice_turns_in_headless_chromium() {
         match installed(bin) {
             Some(p) => bins.push(p),
             None => {
-                eprintln!(
-                    "SKIP two_voice_turns_in_headless_chromium: `{bin}` is not installed \
-                     (apt-get install chromium chromium-driver)"
+                ci_skip::skip(
+                    "two_voice_turns_in_headless_chromium",
+                    &format!("`{bin}` is not installed (apt-get install chromium chromium-driver)"),
                 );
                 return;
             }

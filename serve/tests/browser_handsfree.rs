@@ -7,7 +7,8 @@
 //! played, no more than it received (the server acknowledges the same cut). When the server was
 //! still generating that reply, its `response.done` says cancelled (its VAD heard the
 //! barge-in); a reply generated faster than it plays may have ended before.
-//! Skips (passing) when `chromium`, `chromedriver` or `espeak-ng` is not installed.
+//! Skips when `chromium`, `chromedriver` or `espeak-ng` is not installed (a marker line; a failure
+//! with `CI=true`: ci-skip).
 
 mod common;
 
@@ -117,7 +118,7 @@ async fn wait_for(d: &Driver, what: &str, done: impl Fn(&Value) -> bool) -> Valu
             return hf;
         }
         assert!(
-            hf["errors"].as_array().map_or(true, Vec::is_empty),
+            hf["errors"].as_array().is_none_or(Vec::is_empty),
             "the page recorded errors while waiting for {what}: {}",
             hf["errors"]
         );
@@ -144,9 +145,12 @@ async fn hands_free_turns_and_a_barge_in_in_headless_chromium() {
         match installed(bin) {
             Some(p) => bins.push(p),
             None => {
-                eprintln!(
-                    "SKIP hands_free_turns_and_a_barge_in_in_headless_chromium: `{bin}` is not \
-                     installed (apt-get install chromium chromium-driver espeak-ng)"
+                ci_skip::skip(
+                    "hands_free_turns_and_a_barge_in_in_headless_chromium",
+                    &format!(
+                        "`{bin}` is not installed (apt-get install chromium chromium-driver \
+                         espeak-ng)"
+                    ),
                 );
                 return;
             }

@@ -1,12 +1,13 @@
 //! The README's curl examples, taken from the README itself (so it cannot drift from what the
 //! server does) and run with curl and jq against a server on the demo package: every route of
 //! the README's route table has an example, each example succeeds, and each answer is checked
-//! (the transcript and the speech WAV byte for byte against the Rust library). Skips (passing)
-//! when `curl`, `jq` or `base64` is not installed. Also the README's config file example, read
-//! as TOML and as JSON, with flags over it; and its OpenAI Python SDK example, run as written
-//! (the base URL replaced) with a Python that imports `openai` (`$LFM2E_PYTHON`, else
-//! `python3`; skips without one), its printed transcript and reply and its `hello.wav` checked
-//! against the routes' own answers to the same requests.
+//! (the transcript and the speech WAV byte for byte against the Rust library). Skips (a marker
+//! line; a failure with `CI=true`: ci-skip) when `curl`, `jq` or `base64` is not installed.
+//! Also the README's config file example, read as TOML and as JSON, with flags over it; and its
+//! OpenAI Python SDK example, run as written (the base URL replaced) with a Python that imports
+//! `openai` (`$LFM2E_PYTHON`, else `python3`; skips without one, the same way), its printed
+//! transcript and reply and its `hello.wav` checked against the routes' own answers to the same
+//! requests.
 
 mod common;
 
@@ -94,9 +95,9 @@ fn json_values(out: &str) -> Vec<Value> {
 async fn the_readme_curl_examples_work_against_a_server() {
     for bin in ["curl", "jq", "base64"] {
         if installed(bin).is_none() {
-            eprintln!(
-                "SKIP the_readme_curl_examples_work_against_a_server: `{bin}` is not installed \
-                 (apt-get install curl jq)"
+            ci_skip::skip(
+                "the_readme_curl_examples_work_against_a_server",
+                &format!("`{bin}` is not installed (apt-get install curl jq)"),
             );
             return;
         }
@@ -355,7 +356,7 @@ async fn the_readme_python_sdk_example_works_against_a_server() {
     let py = match python_with_openai() {
         Ok(py) => py,
         Err(why) => {
-            eprintln!("SKIP the_readme_python_sdk_example_works_against_a_server: {why}");
+            ci_skip::skip("the_readme_python_sdk_example_works_against_a_server", &why);
             return;
         }
     };

@@ -639,9 +639,10 @@ async fn sdk_two_turns(py: &str, streams: [Vec<i16>; 2], vad: bool) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
     let Some(py) = python_with_realtime_sdk() else {
-        println!(
-            "skipped: no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
-             LFM2E_PYTHON)"
+        ci_skip::skip(
+            "the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s",
+            "no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
+             LFM2E_PYTHON to one)",
         );
         return;
     };
@@ -651,14 +652,21 @@ async fn the_openai_python_sdk_streams_two_turns_equal_to_the_library_s2s() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_openai_python_sdk_with_server_vad_equals_the_library_s2s_of_what_it_committed() {
     let Some(py) = python_with_realtime_sdk() else {
-        println!("skipped: no Python with `openai[realtime]`");
+        ci_skip::skip(
+            "the_openai_python_sdk_with_server_vad_equals_the_library_s2s_of_what_it_committed",
+            "no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
+             LFM2E_PYTHON to one)",
+        );
         return;
     };
     let (Some(s0), Some(s1)) = (
         speech_24k("Good morning, how are you?"),
         speech_24k("Please say that again, slowly."),
     ) else {
-        println!("skipped: no espeak-ng");
+        ci_skip::skip(
+            "the_openai_python_sdk_with_server_vad_equals_the_library_s2s_of_what_it_committed",
+            "espeak-ng did not run (apt-get install espeak-ng)",
+        );
         return;
     };
     let pad = |s: Vec<i16>| [silence(400), s, silence(1000)].concat();
@@ -670,7 +678,11 @@ async fn the_openai_python_sdk_with_server_vad_equals_the_library_s2s_of_what_it
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_readme_realtime_example_runs_and_its_reply_equals_the_library_s2s() {
     let Some(py) = python_with_realtime_sdk() else {
-        println!("skipped: no Python with `openai[realtime]`");
+        ci_skip::skip(
+            "the_readme_realtime_example_runs_and_its_reply_equals_the_library_s2s",
+            "no Python with `openai[realtime]` (pip install 'openai[realtime]', or set \
+             LFM2E_PYTHON to one)",
+        );
         return;
     };
     let readme = readme();
@@ -774,7 +786,10 @@ async fn server_vad_commits_answers_and_is_interrupted_by_speech() {
         speech_24k("What is the weather like in Paris today?"),
         speech_24k("Tell me a story about a small red fox."),
     ) else {
-        println!("skipped: no espeak-ng");
+        ci_skip::skip(
+            "server_vad_commits_answers_and_is_interrupted_by_speech",
+            "espeak-ng did not run (apt-get install espeak-ng)",
+        );
         return;
     };
     let srv = server().await;
@@ -1009,7 +1024,10 @@ async fn a_turn_started_at_the_pause_changes_no_byte_and_a_held_pause_restores_i
         speech_24k("What is the weather like in Paris today?"),
         speech_24k("And in London?"),
     ) else {
-        println!("skipped: no espeak-ng");
+        ci_skip::skip(
+            "a_turn_started_at_the_pause_changes_no_byte_and_a_held_pause_restores_its_prompt",
+            "espeak-ng did not run (apt-get install espeak-ng)",
+        );
         return;
     };
     // A 300 ms gap (over the 200 ms pause, under the 500 ms silence) inside one turn; espeak's

@@ -7,7 +7,7 @@ audio-engine/tests/resample_reference.rs checks the engine against.
 Dev-time only (CI has no Python). To rerun:
 
     python3.12 -m venv venv && venv/bin/pip install liquid-audio==1.3.0
-    cargo run -p audio-engine --example make_tiny_checkpoint -- /tmp/lfm2_tiny --seed 11
+    cargo run -p lfm2-audio-engine --example make_tiny_checkpoint -- /tmp/lfm2_tiny --seed 11
     venv/bin/python tests/reference/make_resample_reference.py /tmp/lfm2_tiny \
         audio-engine/tests/fixtures/lfm2_tiny/resample_reference.safetensors
 

@@ -18,7 +18,7 @@ The versions actually used are also recorded in manifest.json on every run. To r
     pip download --no-deps --no-binary llama-cpp-python llama-cpp-python==0.3.36 -d DL
     tar xzf DL/llama_cpp_python-0.3.36.tar.gz -C DL       # never --no-binary :all:
     python3.12 -m venv venv && venv/bin/pip install liquid-audio==1.3.0
-    cargo run -p audio-engine --example make_tiny_checkpoint -- /tmp/lfm2_tiny --seed 11
+    cargo run -p lfm2-audio-engine --example make_tiny_checkpoint -- /tmp/lfm2_tiny --seed 11
     venv/bin/python tests/reference/make_upstream_fixtures.py /tmp/lfm2_tiny \
         DL/llama_cpp_python-0.3.36 audio-engine/tests/fixtures/upstream
 

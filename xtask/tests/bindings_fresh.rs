@@ -4,8 +4,9 @@
 #[test]
 fn committed_bindings_are_fresh() {
     if !xtask::bindings::libclang_available() {
-        eprintln!(
-            "SKIPPED: libclang not found; install libclang-dev to check the committed bindings"
+        ci_skip::skip(
+            "committed_bindings_are_fresh",
+            "libclang not found (apt-get install libclang-dev)",
         );
         return;
     }

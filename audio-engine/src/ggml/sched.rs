@@ -388,7 +388,7 @@ impl Scheduler {
             // metadata.
             let ok = |g: &super::backend::RawBackend| unsafe {
                 sys::ggml_backend_supports_op(g.as_ptr(), t.as_ptr())
-                    && buft.map_or(true, |b| sys::ggml_backend_supports_buft(g.as_ptr(), b))
+                    && buft.is_none_or(|b| sys::ggml_backend_supports_buft(g.as_ptr(), b))
             };
             // why: ggml aborts when no backend can run a node, or when a tensor already placed
             // in a buffer (a weight, a cache written in place) has no backend that both uses

@@ -93,7 +93,7 @@ pub struct ModelOptions {
     pub step_threads: usize,
     /// The most replies whose single-position steps (and depthformer frames) one tick batches
     /// into one graph, reading the weights once for all of them (see
-    /// [`StepScheduler`](crate::lfm2_audio::internals::backbone::scheduler::StepScheduler)).
+    /// `StepScheduler`).
     /// 1: no batching, every reply computes its own steps beside the others, sharing the cores
     /// through the thread budget. Default [`max_batch_by_default`] (1): measured through `serve`
     /// on a 2-core machine, 3, 4 and 8 concurrent requests finished 4-7 % sooner unbatched

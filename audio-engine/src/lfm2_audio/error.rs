@@ -98,7 +98,7 @@ impl EngineError {
     }
 
     /// Whether the engine could not get memory for the request: the decode cache's mapping
-    /// ([`BackboneError::CacheMemory`], which names the bytes and positions) or a ggml
+    /// (`BackboneError::CacheMemory`, which names the bytes and positions) or a ggml
     /// allocation that reported its failure. Nothing of the request is kept, so the same
     /// model and session take the next request as before; it may succeed once memory is
     /// available (a smaller `max_new_tokens` needs a smaller cache). The policy, and the

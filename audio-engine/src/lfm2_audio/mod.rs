@@ -4,7 +4,7 @@
 //! offline or streamed), [`Session`] (multi-turn S2S with caches), the options, requests,
 //! results and streams, [`Voice`], the WAV helpers and the errors; protocol layers (the C ABI,
 //! the HTTP server) also use [`conversation`], the multi-turn protocol's artifacts and checks.
-//! With feature `convert`, the checkpoint converter ([`convert`], `convert_checkpoint`); with
+//! With feature `convert`, the checkpoint converter (`convert`, `convert_checkpoint`); with
 //! `testkit`, the built-in demo package (`load_demo`) and synthetic checkpoints (`synthetic`).
 //!
 //! Inside, the modules are private and grouped by role, as layers: bottom first, each

@@ -71,7 +71,7 @@ pub fn argmax(values: &[f32]) -> i32 {
         if v.is_nan() {
             continue;
         }
-        if best.map_or(true, |b| *v > values[b]) {
+        if best.is_none_or(|b| *v > values[b]) {
             best = Some(i);
         }
     }

@@ -22,12 +22,13 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
     msg
 }
 
-/// For a test that needs a device which is not there: prints `why` and returns (the test is
-/// skipped), or panics with it when `LFM2E_REQUIRE_DEVICE` is set (not empty, not `0`).
+/// For a test that needs a device which is not there: reports `why` through [`ci_skip::skip`]
+/// (a marker line; a failure in CI) and returns, or panics with it when `LFM2E_REQUIRE_DEVICE`
+/// is set (not empty, not `0`).
 /// `scripts/vulkan-check.sh` sets it: it has just installed lavapipe for these tests, so a
 /// missing device there is a failure, not a skip.
 pub fn skip_without_device(why: &str) {
     let required = matches!(std::env::var("LFM2E_REQUIRE_DEVICE").as_deref(), Ok(v) if !v.is_empty() && v != "0");
     assert!(!required, "{why} (LFM2E_REQUIRE_DEVICE is set)");
-    println!("{why}");
+    ci_skip::skip("device test", why);
 }

@@ -219,7 +219,7 @@ pub fn artifact_ms(art: &Artifact, fmt: &ReplyFormat) -> u64 {
 
 /// The history of the items `earlier`: pairs of a question and its reply, as artifacts.
 fn history_of(earlier: &[Item]) -> Result<Vec<Artifact>, EventError> {
-    if earlier.len() % 2 != 0 {
+    if !earlier.len().is_multiple_of(2) {
         return Err(unpaired(earlier.len()));
     }
     let mut history = Vec::with_capacity(earlier.len());

@@ -26,7 +26,7 @@ pub fn samples_of(ms: u64, rate: u32) -> u64 {
 
 /// Little-endian PCM16 bytes as samples; an odd byte count is refused.
 pub fn pcm16_samples(bytes: &[u8]) -> Result<Vec<i16>, EventError> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(EventError::invalid(
             "invalid_audio",
             format!(

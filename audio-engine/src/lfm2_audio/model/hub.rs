@@ -2,9 +2,10 @@
 //!
 //! A package is named `REPO[:QUANT]` (`LiquidAI/LFM2.5-Audio-1.5B-GGUF:Q4_0`, as llama.cpp's
 //! `-hf`); without `:QUANT` it is [`DEFAULT_QUANT`]. [`fetch`] lists the repository, picks the
-//! four files of that quantization by their published names (see [`super::package`]) and makes
-//! sure each is in the cache, downloading what is missing; [`ModelPackage::from_hub`] then opens
-//! them like a model directory.
+//! four files of that quantization by their published names (see
+//! [`ModelPackage`](crate::lfm2_audio::ModelPackage)) and makes sure each is in the cache,
+//! downloading what is missing; [`ModelPackage::from_hub`] then opens them like a model
+//! directory.
 //!
 //! The cache is the one `huggingface_hub` (Python) and the `hf-hub` crate share:
 //! `<cache>/models--<org>--<name>/{blobs/<etag>, snapshots/<commit>/<file> -> ../../blobs/<etag>,

@@ -51,7 +51,7 @@ pub struct SamplerConfig {
     pub temperature: f32,
     /// Candidates kept (the highest logits); 0 keeps all, 1 means greedy.
     pub top_k: usize,
-    /// PRNG seed (see the [module docs](self) for the generator).
+    /// PRNG seed (a fixed seed gives the same samples every run).
     pub seed: u64,
 }
 
@@ -240,7 +240,7 @@ pub fn argmax(logits: &[f32]) -> Result<u32, SampleError> {
         if v.is_nan() {
             continue;
         }
-        if best.map_or(true, |b| *v > logits[b]) {
+        if best.is_none_or(|b| *v > logits[b]) {
             best = Some(i);
         }
     }

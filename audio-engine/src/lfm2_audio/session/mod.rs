@@ -59,7 +59,7 @@ pub struct SessionOptions {
     /// [`ModelOptions::n_threads`](super::ModelOptions::n_threads)).
     pub n_threads: Option<usize>,
     /// After a turn that returns its reply artifact, prefill the reply on a worker thread for
-    /// the next turn (see [`ahead`]; needs `prefill_slots` > 0).
+    /// the next turn (see [`BackgroundWork`](crate::lfm2_audio::BackgroundWork); needs `prefill_slots` > 0).
     pub prefill_ahead: bool,
     /// When the session is created, prefill the head every conversation with the default S2S
     /// system prompt starts with (`<|startoftext|>`, the system turn, `<|im_start|>user\n`) on
@@ -169,7 +169,7 @@ impl Session {
         self.reused
     }
 
-    /// The last prefill-ahead work that finished (see [`ahead`]); work still running is not
+    /// The last prefill-ahead work that finished (see [`BackgroundWork`](crate::lfm2_audio::BackgroundWork)); work still running is not
     /// reported until a call settles it.
     pub fn background_work(&self) -> Option<&BackgroundWork> {
         self.background.as_ref()

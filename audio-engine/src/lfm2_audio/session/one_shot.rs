@@ -9,7 +9,7 @@ use crate::lfm2_audio::tasks::tts::TtsOptions;
 use super::Session;
 
 impl Session {
-    /// The audio-in embeddings of 16 kHz mono samples (as [`Lfm2Audio::encode_audio`]), on the
+    /// The audio-in embeddings of 16 kHz mono samples (as [`Lfm2Audio::encode_audio`](crate::lfm2_audio::Lfm2Audio::encode_audio)), on the
     /// session's backend and in its kept encoder buffer; the kept questions are neither used
     /// nor changed.
     pub fn encode_audio(&mut self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
@@ -19,7 +19,7 @@ impl Session {
             .encode_audio_on(&backend, self.encoder_alloc.as_ref(), samples)
     }
 
-    /// Transcribes 16 kHz mono samples on the session's backend (as [`Lfm2Audio::asr`]; the
+    /// Transcribes 16 kHz mono samples on the session's backend (as [`Lfm2Audio::asr`](crate::lfm2_audio::Lfm2Audio::asr); the
     /// conversation caches are not involved).
     pub fn asr(&mut self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
         self.settle(false);
@@ -27,7 +27,7 @@ impl Session {
         self.model.asr_on(&backend, samples, opts)
     }
 
-    /// [`Session::asr`], handing each piece of text to `sink` (see [`Lfm2Audio::asr_with`]).
+    /// [`Session::asr`], handing each piece of text to `sink` (see [`Lfm2Audio::asr_with`](crate::lfm2_audio::Lfm2Audio::asr_with)).
     pub fn asr_with(
         &mut self,
         samples: &[f32],
@@ -39,7 +39,7 @@ impl Session {
         self.model.asr_on_with(&backend, samples, opts, sink)
     }
 
-    /// Speaks `text` on the session's backend (as [`Lfm2Audio::tts`]; the conversation caches
+    /// Speaks `text` on the session's backend (as [`Lfm2Audio::tts`](crate::lfm2_audio::Lfm2Audio::tts); the conversation caches
     /// are not involved).
     pub fn tts(&mut self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {
         self.tts_with(text, opts, &mut |_| true)

@@ -484,7 +484,7 @@ impl Detokenizer {
             .collect::<Result<Vec<_>, _>>()?;
         let positions: Vec<Position<'_>> = embs
             .iter()
-            .flat_map(|e| std::iter::repeat(Position::Audio(e)).take(UPSAMPLE))
+            .flat_map(|e| std::iter::repeat_n(Position::Audio(e), UPSAMPLE))
             .collect();
         let mut cache = self.backbone.new_cache(positions.len())?;
         let out = self

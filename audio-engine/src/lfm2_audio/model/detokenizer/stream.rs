@@ -64,7 +64,7 @@ impl<'a> Core<'a> {
                     let warm: Vec<Position<'_>> = self
                         .history
                         .iter()
-                        .flat_map(|e| std::iter::repeat(Position::Audio(e)).take(UPSAMPLE))
+                        .flat_map(|e| std::iter::repeat_n(Position::Audio(e), UPSAMPLE))
                         .collect();
                     // why: `Rows::Last`, not `Rows::None`: with `None` the graph drops the last
                     // attention layer's scores, leaving its mask input unallocated (an error).

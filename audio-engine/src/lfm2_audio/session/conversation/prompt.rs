@@ -5,9 +5,8 @@
 //! `<|startoftext|><|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n` + q1 audio +
 //! `<|im_end|>\n<|im_start|>assistant\n` + reply 1 + `<|im_end|>\n<|im_start|>user\n` + ... +
 //! new question audio + `<|im_end|>\n<|im_start|>assistant\n`, each markup piece tokenized on
-//! its own as [`PromptBuilder`](crate::lfm2_audio::text::prompt::PromptBuilder) does. A typed
-//! question's text takes the place of its audio, tokenized on its own as `ChatState.add_text`
-//! does ([`QuestionLayout`]).
+//! its own as the text layer's `PromptBuilder` does. A typed question's text takes the place of
+//! its audio, tokenized on its own as `ChatState.add_text` does (`QuestionLayout`).
 
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::text::prompt::{Prompt, PromptPiece};
