@@ -26,7 +26,9 @@
 //! assert!(!vad.in_speech());
 //! # Ok::<(), voice_activity::VadError>(())
 //! ```
-#![forbid(unsafe_code)]
+// why deny, not forbid: smart-turn's matrix products call matrixmultiply's unsafe sgemm in one
+// function (turn/gemm.rs) that checks every bound first.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod classifier;
@@ -34,11 +36,16 @@ mod config;
 mod error;
 mod resample;
 mod segmenter;
+mod turn;
 
-pub use classifier::{
-    Classifier, EarshotClassifier, EnergyClassifier, SileroClassifier, SileroWeights,
-};
+#[cfg(feature = "earshot")]
+pub use classifier::EarshotClassifier;
+pub use classifier::{Classifier, EnergyClassifier, SileroClassifier, SileroWeights};
 pub use config::VadConfig;
 pub use error::VadError;
 pub use resample::{Resampler, CLASSIFIER_RATE};
 pub use segmenter::{Segmenter, VadEvent, MIN_SPEECH_MS};
+pub use turn::{
+    Eagerness, EndOfTurnPolicy, SmartTurn, SmartTurnWeights, TurnDetector, FRAMES, MELS,
+    WEIGHTS_ENV, WEIGHTS_FILE, WINDOW_SAMPLES,
+};
