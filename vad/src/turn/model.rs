@@ -37,7 +37,13 @@ struct Quant {
 impl Quant {
     /// `q - zero_point` of `x` on the grid (an integer, as f32).
     fn level(self, x: f32) -> f32 {
-        ((x / self.scale).round_ties_even() + self.zero_point).clamp(0.0, 255.0) - self.zero_point
+        // Clamped first (the grid is 0..=255 around the zero point), then rounded half to even
+        // by the 1.5 * 2^23 trick: exact for |v| < 2^22, and it vectorises (round_ties_even
+        // is a libm call per value here).
+        const MAGIC: f32 = 12_582_912.0;
+        let v = (x / self.scale).clamp(-self.zero_point - 1.0, 256.0 - self.zero_point);
+        let r = (v + MAGIC) - MAGIC;
+        (r + self.zero_point).clamp(0.0, 255.0) - self.zero_point
     }
 
     /// The levels of a whole tensor.
@@ -511,12 +517,23 @@ fn im2col(
     cols
 }
 
-/// GELU with the exact erf, in place.
+/// GELU, `x * (1 + erf(x / sqrt 2)) / 2`, in place.
 fn gelu(x: &mut [f32]) {
     for v in x {
-        let f = f64::from(*v);
-        *v = (0.5 * f * (1.0 + libm::erf(f / std::f64::consts::SQRT_2))) as f32;
+        *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2));
     }
+}
+
+/// erf to within 1.5e-7 (Abramowitz and Stegun 7.1.26), far below the 8-bit grid every GELU
+/// output is rounded to next (the standard library has no erf).
+fn erf(x: f32) -> f32 {
+    let a = x.abs();
+    let t = 1.0 / (1.0 + 0.327_591_1 * a);
+    let poly = t
+        * (0.254_829_6
+            + t * (-0.284_496_72 + t * (1.421_413_8 + t * (-1.453_152 + t * 1.061_405_4))));
+    let y = 1.0 - poly * (-a * a).exp();
+    y.copysign(x)
 }
 
 /// Softmax of one row, in place.
