@@ -30,6 +30,14 @@ pub enum VadError {
         /// Why it could not be read.
         reason: String,
     },
+    /// An end-of-turn policy whose pause is not shorter than its longest wait (or is 0).
+    #[error("end-of-turn pause {pause_ms} ms must be positive and shorter than the longest wait {max_silence_ms} ms")]
+    InvalidPolicy {
+        /// The pause at which the model is asked.
+        pause_ms: u32,
+        /// The silence after which the turn ends anyway.
+        max_silence_ms: u32,
+    },
     /// Features of the wrong length were given to the end-of-turn model.
     #[error("end-of-turn features: {got} values, expected {expected}")]
     InvalidFeatures {
