@@ -174,10 +174,7 @@ fn main() -> Result<()> {
                 voice: format!("{voice} {speed}wpm"),
                 text: text.to_string(),
             });
-            clean.extend(std::iter::repeat_n(
-                0.0,
-                gap_ms as usize * RATE as usize / 1000,
-            ));
+            clean.resize(clean.len() + gap_ms as usize * RATE as usize / 1000, 0.0);
         }
     }
     std::fs::remove_dir_all(&tmp).ok();

@@ -1,9 +1,11 @@
 //! Frame classifiers: each turns one frame of 16 kHz audio into a speech probability.
 
+#[cfg(feature = "earshot")]
 mod earshot_net;
 mod energy;
 mod silero;
 
+#[cfg(feature = "earshot")]
 pub use earshot_net::EarshotClassifier;
 pub use energy::EnergyClassifier;
 pub use silero::{SileroClassifier, SileroWeights};

@@ -17,4 +17,33 @@ pub enum VadError {
     /// A classifier's weight file is not what it expects.
     #[error("invalid VAD weights: {0}")]
     InvalidWeights(String),
+    /// The end-of-turn model's weight file is not installed (it is converted from the
+    /// pipecat-ai wheel on PyPI, not shipped in the crate).
+    #[error(
+        "the smart-turn weights are not at {path} ({reason}): make them with \
+         scripts/smart_turn_weights.sh (it downloads the pipecat-ai wheel from PyPI and converts \
+         its smart-turn-v3.2-cpu.onnx), or point VAD_SMART_TURN_WEIGHTS at the file"
+    )]
+    TurnWeightsMissing {
+        /// Where the file was looked for.
+        path: std::path::PathBuf,
+        /// Why it could not be read.
+        reason: String,
+    },
+    /// An end-of-turn policy whose pause is not shorter than its longest wait (or is 0).
+    #[error("end-of-turn pause {pause_ms} ms must be positive and shorter than the longest wait {max_silence_ms} ms")]
+    InvalidPolicy {
+        /// The pause at which the model is asked.
+        pause_ms: u32,
+        /// The silence after which the turn ends anyway.
+        max_silence_ms: u32,
+    },
+    /// Features of the wrong length were given to the end-of-turn model.
+    #[error("end-of-turn features: {got} values, expected {expected}")]
+    InvalidFeatures {
+        /// How many were given.
+        got: usize,
+        /// `MELS * FRAMES`.
+        expected: usize,
+    },
 }

@@ -6,9 +6,14 @@
 //! [`VadEvent::SpeechStopped`] with OpenAI's `threshold`, `prefix_padding_ms` and
 //! `silence_duration_ms` ([`VadConfig`]). The default classifier is Silero VAD
 //! ([`SileroClassifier`], run in plain Rust from weights embedded in the crate), chosen on
-//! labelled espeak-ng speech in noise over `earshot` ([`EarshotClassifier`]) and WebRTC's VAD
-//! (BENCHMARKS.md, "Voice activity detection"); [`EnergyClassifier`] is the energy-threshold
-//! baseline.
+//! labelled espeak-ng speech in noise over `earshot` (`EarshotClassifier`, feature `earshot`,
+//! for the evaluation only) and WebRTC's VAD (BENCHMARKS.md, "Voice activity detection");
+//! [`EnergyClassifier`] is the energy-threshold baseline.
+//!
+//! `turn_detection: semantic_vad` adds an end-of-turn model: [`TurnDetector`] asks
+//! [`SmartTurn`] (pipecat's smart-turn v3.2, run in plain Rust; its weights are installed by
+//! `scripts/smart_turn_weights.sh`) at a short pause whether the turn sounds complete, with
+//! the timing of an [`Eagerness`] ([`EndOfTurnPolicy`]).
 //!
 //! ```
 //! use voice_activity::{Segmenter, VadConfig, VadEvent};
@@ -26,7 +31,9 @@
 //! assert!(!vad.in_speech());
 //! # Ok::<(), voice_activity::VadError>(())
 //! ```
-#![forbid(unsafe_code)]
+// why deny, not forbid: smart-turn's matrix products call matrixmultiply's unsafe sgemm in one
+// function (turn/gemm.rs) that checks every bound first.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 mod classifier;
@@ -34,11 +41,16 @@ mod config;
 mod error;
 mod resample;
 mod segmenter;
+mod turn;
 
-pub use classifier::{
-    Classifier, EarshotClassifier, EnergyClassifier, SileroClassifier, SileroWeights,
-};
+#[cfg(feature = "earshot")]
+pub use classifier::EarshotClassifier;
+pub use classifier::{Classifier, EnergyClassifier, SileroClassifier, SileroWeights};
 pub use config::VadConfig;
 pub use error::VadError;
 pub use resample::{Resampler, CLASSIFIER_RATE};
 pub use segmenter::{Segmenter, VadEvent, MIN_SPEECH_MS};
+pub use turn::{
+    Eagerness, EndOfTurn, EndOfTurnPolicy, SmartTurn, SmartTurnWeights, TurnDetector, FRAMES, MELS,
+    WEIGHTS_ENV, WEIGHTS_FILE, WINDOW_SAMPLES,
+};

