@@ -5,8 +5,8 @@
 //! realtime client (`livekit-plugins-openai`: `RealtimeModel(base_url=...)`) with
 //! `turn_detection=None` (`update_instructions`, `push_audio`, `commit_audio`,
 //! `generate_reply()` resolving, `interrupt`) and at its defaults (`realtime_livekit.py`).
-//! Each reply's audio equals the library's S2S of the question the server committed, byte for
-//! byte.
+//! The README's snippets for both clients run as written. Each reply's audio equals the
+//! library's S2S of the question the server committed, byte for byte.
 //!
 //! The clients come from PyPI: a Python that imports `agents` and `livekit.plugins.openai`
 //! (`$LFM2E_PYTHON`, else `python3`; `pip install openai-agents livekit-agents
@@ -417,5 +417,103 @@ async fn livekit_at_its_defaults_hears_the_turn_and_answers_it() {
     let want = library_replies(vec![wav(&stream[a * 24..b * 24])], None).await;
     assert_eq!(got.len(), want[0].len());
     assert!(got == want[0], "LiveKit's audio differs from the library's");
+    srv.shutdown().await.unwrap();
+}
+
+/// The README's Python block that follows `marker`, its base URL (`base`, which it must name)
+/// replaced by `with`.
+fn readme_snippet(marker: &str, base: &str, with: &str) -> String {
+    let readme = readme();
+    let at = readme
+        .find(marker)
+        .unwrap_or_else(|| panic!("the README's {marker:?}"));
+    let rest = &readme[at..];
+    let open = rest.find("```python\n").expect("its python block") + "```python\n".len();
+    let close = rest[open..].find("\n```").unwrap() + open;
+    let code = &rest[open..close];
+    assert!(code.contains(base), "the snippet names {base}");
+    code.replace(base, with)
+}
+
+/// Runs `code` as `example.py` in `dir` (which holds its `q.wav`); its `reply.pcm`.
+async fn run_snippet(py: &str, code: String, dir: &std::path::Path) -> Vec<u8> {
+    std::fs::write(dir.join("example.py"), code).unwrap();
+    let mut cmd = Command::new(py);
+    cmd.arg("example.py").current_dir(dir);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::read(dir.join("reply.pcm")).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s() {
+    let Some(py) = python_with(
+        "agents.realtime, livekit.plugins.openai",
+        "openai-agents livekit-agents livekit-plugins-openai",
+    ) else {
+        return;
+    };
+    let Some(speech) = speech_24k("Where is the nearest train station?") else {
+        return;
+    };
+    let q = [silence(300), speech].concat();
+    let srv = server().await;
+
+    // The Agents SDK: the server's turn detection (semantic_vad at `auto`: the segmenter with
+    // 500 ms of silence, the interim rule) hears the question in q.wav and the 3 s of silence
+    // the snippet adds; where it ends depends only on the audio.
+    let dir = scratch("clients-readme-agents");
+    std::fs::write(dir.join("q.wav"), wav(&q)).unwrap();
+    let code = readme_snippet(
+        "The OpenAI Agents SDK (`pip install openai-agents`)",
+        "ws://127.0.0.1:8080/v1",
+        &format!("ws://{}/v1", srv.addr),
+    );
+    let got = run_snippet(&py, code, &dir).await;
+    let heard = [q.clone(), silence(3_000)].concat();
+    let mut seg =
+        voice_activity::Segmenter::new(voice_activity::VadConfig::default(), 24_000).unwrap();
+    let f: Vec<f32> = heard.iter().map(|&s| f32::from(s) / 32768.0).collect();
+    let events = seg.push(&f);
+    let (mut a, mut b) = (None, None);
+    for e in events {
+        match e {
+            voice_activity::VadEvent::SpeechStarted { audio_start_ms } => {
+                a.get_or_insert(audio_start_ms as usize);
+            }
+            voice_activity::VadEvent::SpeechStopped { audio_end_ms } => {
+                b.get_or_insert(audio_end_ms as usize);
+            }
+            _ => {}
+        }
+    }
+    let (a, b) = (a.expect("speech heard"), b.expect("the turn ended"));
+    let want = library_replies(
+        vec![wav(&heard[a * 24..b * 24])],
+        Some("You are a helpful voice assistant."),
+    )
+    .await;
+    assert_eq!(got.len(), want[0].len());
+    assert!(got == want[0], "the Agents SDK snippet's reply differs");
+
+    // LiveKit, turn detection off: the commit holds all of q.wav.
+    let dir = scratch("clients-readme-livekit");
+    std::fs::write(dir.join("q.wav"), wav(&q)).unwrap();
+    let code = readme_snippet(
+        "LiveKit Agents' OpenAI realtime client",
+        "http://127.0.0.1:8080/v1",
+        &format!("http://{}/v1", srv.addr),
+    );
+    let got = run_snippet(&py, code, &dir).await;
+    let want = library_replies(vec![wav(&q)], None).await;
+    assert_eq!(got.len(), want[0].len());
+    assert!(got == want[0], "the LiveKit snippet's reply differs");
     srv.shutdown().await.unwrap();
 }
