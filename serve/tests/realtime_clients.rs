@@ -239,10 +239,10 @@ async fn the_agents_sdk_at_its_defaults_answers_a_spoken_question_with_speech() 
         assert!(raw.contains(&kind), "no {kind}: {raw:?}");
     }
     assert!(!raw.contains(&"error"), "{raw:?}");
-    let done = &report["done"];
+    let done = &report["done"][0];
     assert_finished(done);
     // The reply is the library's S2S of what the server heard.
-    let h = &report["heard"];
+    let h = &report["heard"][0];
     let (a, b) = (
         h["start_ms"].as_u64().unwrap() as usize,
         h["end_ms"].as_u64().unwrap() as usize,
@@ -263,6 +263,53 @@ async fn the_agents_sdk_at_its_defaults_answers_a_spoken_question_with_speech() 
         "first audio {} ms after the end of the turn",
         done["lfm2_audio"]["latency_ms"]
     );
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_interrupt_cancels_and_truncates_the_reply_and_the_next_turn_goes_on() {
+    let Some(py) = python_with("agents.realtime", "openai-agents") else {
+        return;
+    };
+    let Some(speech) = speech_24k("Tell me a long story about a fox.") else {
+        return;
+    };
+    let stream = [silence(300), speech, silence(2_000)].concat();
+    let srv = server().await;
+    let dir = scratch("clients-agents-interrupt");
+    std::fs::write(dir.join("q.pcm"), pcm_bytes(&stream)).unwrap();
+    let url = format!("ws://{}/v1/realtime?model={MODEL}", srv.addr);
+    let report = run_client(
+        &py,
+        "realtime_agents.py",
+        vec![url, dir.display().to_string(), "interrupt".into()],
+        &dir,
+    )
+    .await;
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
+    let raw: Vec<&str> = report["raw"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(!raw.contains(&"error"), "{raw:?}");
+    // At its defaults the SDK's interrupt() sends only the truncate (the session has
+    // interrupt_response): the reply is cancelled by it, then cut where the client stopped.
+    let first = &report["done"][0];
+    assert_eq!(first["status"], "cancelled", "{first}");
+    assert_eq!(first["status_details"]["reason"], "client_cancelled");
+    let done_at = raw.iter().position(|k| *k == "response.done").unwrap();
+    let truncated_at = raw
+        .iter()
+        .position(|k| *k == "conversation.item.truncated")
+        .expect("the truncate is acknowledged");
+    assert!(truncated_at > done_at, "{raw:?}");
+    // The next turn is heard and answered, with the first one in its history.
+    let second = &report["done"][1];
+    assert_finished(second);
+    assert_eq!(second["lfm2_audio"]["reused_questions"], 1, "{second}");
+    assert_eq!(report["heard"].as_array().unwrap().len(), 2, "{report}");
     srv.shutdown().await.unwrap();
 }
 

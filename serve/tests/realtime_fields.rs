@@ -4,7 +4,8 @@
 //! field gets an `error` event naming it, and the socket stays usable; a response echoes its
 //! request's `metadata`, `conversation` and `output_modalities`; a step-limited reply ends
 //! `incomplete` (`max_output_tokens`) with no error; a text-only, out-of-band response sends
-//! text and leaves the conversation as it was; `input` answers the items it names.
+//! text and leaves the conversation as it was; `input` answers the items it names; a truncate
+//! of the running reply cancels it and applies when it ends.
 
 mod common;
 
@@ -269,6 +270,7 @@ async fn every_field_is_taken_and_echoed_and_a_bad_one_is_an_error_on_a_usable_s
             "response.input[0].content",
         ),
         (json!({"prompt": {"variables": {}}}), "response.prompt.id"),
+        (json!(5), "response"),
     ];
     for (i, (response, param)) in bad_responses.into_iter().enumerate() {
         expect_error_at(
@@ -451,5 +453,57 @@ async fn semantic_vad_commits_and_answers_a_turn_ended_by_silence() {
         assert!(kinds.contains(&k), "no {k}: {kinds:?}");
     }
     assert!(!kinds.contains(&"error"), "{kinds:?}");
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_truncate_of_the_running_reply_cancels_it_and_applies_when_it_ends() {
+    let srv = server().await;
+    let mut ws = connect(&srv, "").await;
+    commit(&mut ws).await;
+    send(&mut ws, json!({"type": "response.create"})).await;
+    let mut item = String::new();
+    let mut pcm_bytes = 0;
+    while pcm_bytes == 0 {
+        let e = next(&mut ws).await;
+        if e["type"] == "response.output_audio.delta" {
+            item = e["item_id"].as_str().unwrap().to_owned();
+            pcm_bytes = unb64(e["delta"].as_str().unwrap()).len();
+        }
+        assert_ne!(
+            e["type"], "response.done",
+            "the reply ended before any audio: {e}"
+        );
+    }
+    let heard_ms = pcm_bytes as u64 / 48;
+    // A bad content index of the running reply is refused and leaves it running (its audio
+    // goes on arriving meanwhile).
+    send(
+        &mut ws,
+        json!({"type": "conversation.item.truncate", "event_id": "t1", "item_id": item,
+               "content_index": 1, "audio_end_ms": heard_ms}),
+    )
+    .await;
+    let events = until(&mut ws, "error").await;
+    let e = events.last().unwrap();
+    assert_eq!(e["error"]["param"], "content_index", "{e}");
+    assert!(
+        events.iter().all(|e| e["type"] != "response.done"),
+        "{events:?}"
+    );
+    send(
+        &mut ws,
+        json!({"type": "conversation.item.truncate", "item_id": item, "content_index": 0,
+               "audio_end_ms": heard_ms}),
+    )
+    .await;
+    let events = until(&mut ws, "response.done").await;
+    assert!(events.iter().all(|e| e["type"] != "error"), "{events:?}");
+    let done = &events.last().unwrap()["response"];
+    assert_eq!(done["status"], "cancelled", "{done}");
+    assert_eq!(done["status_details"]["reason"], "client_cancelled");
+    let t = next(&mut ws).await;
+    assert_eq!(t["type"], "conversation.item.truncated", "{t}");
+    assert_eq!(t["audio_end_ms"], heard_ms);
     srv.shutdown().await.unwrap();
 }

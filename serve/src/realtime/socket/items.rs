@@ -11,6 +11,7 @@ use super::super::error::EventError;
 use super::super::events::event;
 use super::super::ids;
 use super::super::input::{ms_of, pcm16_samples, wav_of};
+use super::super::response::CancelReason;
 use super::{Out, Socket, MIN_COMMIT_MS};
 
 impl Socket {
@@ -159,11 +160,23 @@ impl Socket {
                 EventError::invalid("invalid_value", format!("`{k}` must be an integer >= 0")).at(k)
             })
         };
-        // why: a client truncates right after `speech_started`, while the reply the server VAD
-        // cancelled is still stopping; the cut waits for its end (see `finish`).
-        if let Some(r) = self.response.as_mut().filter(|r| r.cancelled.is_some()) {
+        // why: a client truncates right after `speech_started`, while the reply the turn
+        // detection cancelled is still stopping; or it truncates the reply still running, which
+        // is how a client whose session has `interrupt_response` stops playback (the OpenAI
+        // Agents SDK's `interrupt()`): the listener heard no more, so the reply is cancelled
+        // (`client_cancelled`). Either way the cut waits for its end (see `finish`).
+        if let Some(r) = self.response.as_mut() {
             if o.get("item_id").and_then(Value::as_str) == Some(r.item_id.as_str()) {
-                r.truncate_at_end = Some((int("content_index")?, int("audio_end_ms")?));
+                let (content_index, audio_end_ms) = (int("content_index")?, int("audio_end_ms")?);
+                if content_index != 0 {
+                    return Err(EventError::invalid(
+                        "invalid_content_index",
+                        format!("a reply has one content part (index 0), not {content_index}"),
+                    )
+                    .at("content_index"));
+                }
+                r.cancel(CancelReason::Client);
+                r.truncate_at_end = Some((content_index, audio_end_ms));
                 return Ok(Vec::new());
             }
         }
