@@ -1,7 +1,8 @@
 //! `/v1/realtime` against the voice-agent clients people use, at their defaults, on the demo
 //! package: the OpenAI Agents SDK (`openai-agents`: `RealtimeAgent` + `RealtimeRunner`, its
 //! default session with `semantic_vad` and input transcription) answers a spoken question
-//! streamed at real-time pace with speech (`realtime_agents.py`); LiveKit Agents' OpenAI
+//! streamed at real-time pace with speech, and its `interrupt()` cancels and truncates a reply
+//! whose next turn goes on (`realtime_agents.py`); LiveKit Agents' OpenAI
 //! realtime client (`livekit-plugins-openai`: `RealtimeModel(base_url=...)`) with
 //! `turn_detection=None` (`update_instructions`, `push_audio`, `commit_audio`,
 //! `generate_reply()` resolving, `interrupt`) and at its defaults (`realtime_livekit.py`).

@@ -23,9 +23,9 @@ use super::super::session_config::{
 };
 use super::{Out, Socket};
 
-/// A response's settings: its `max_output_tokens`, the engine's options, what shapes its
-/// events and, when the request gave `input`, the items it answers instead of the
-/// conversation.
+/// A response's settings: the engine's options, what shapes its events (its
+/// `max_output_tokens` among them) and, when the request gave `input`, the items it answers
+/// instead of the conversation.
 pub(super) struct ResponseParams {
     pub(super) s2s: S2sOptions,
     shape: Shape,
@@ -170,7 +170,8 @@ impl Socket {
         Ok(ResponseParams { s2s, shape, input })
     }
 
-    /// The response object of `response.created` / `response.done` for `r`'s request.
+    /// The response object of `response.created` / `response.done` of the response `id`
+    /// asked for as `shape`.
     fn response_json(
         &self,
         id: &str,
