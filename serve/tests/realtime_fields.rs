@@ -507,3 +507,42 @@ async fn a_truncate_of_the_running_reply_cancels_it_and_applies_when_it_ends() {
     assert_eq!(t["audio_end_ms"], heard_ms);
     srv.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beta_text_only_session_gets_the_beta_text_events() {
+    let srv = server().await;
+    let mut ws = connect(&srv, "&beta=1").await;
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"modalities": ["text"],
+            "turn_detection": {"type": "semantic_vad", "eagerness": "low"},
+            "max_response_output_tokens": 10}}),
+    )
+    .await;
+    let s = next(&mut ws).await["session"].clone();
+    assert_eq!(s["modalities"], json!(["text"]), "{s}");
+    assert_eq!(s["turn_detection"]["eagerness"], "low", "{s}");
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"turn_detection": null}}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["type"], "session.updated");
+    send(
+        &mut ws,
+        json!({"type": "input_audio_buffer.append", "audio": b64(&question())}),
+    )
+    .await;
+    send(&mut ws, json!({"type": "input_audio_buffer.commit"})).await;
+    send(&mut ws, json!({"type": "response.create"})).await;
+    let events = until(&mut ws, "response.done").await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(kinds.contains(&"conversation.item.created"), "{kinds:?}");
+    assert!(kinds.contains(&"response.text.done"), "{kinds:?}");
+    assert!(!kinds.contains(&"response.audio.delta"), "{kinds:?}");
+    assert!(!kinds.contains(&"error"), "{kinds:?}");
+    let done = &events.last().unwrap()["response"];
+    assert_eq!(done["output_modalities"], json!(["text"]));
+    assert_eq!(done["output"][0]["content"][0]["type"], "output_text");
+    srv.shutdown().await.unwrap();
+}
