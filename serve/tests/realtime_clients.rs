@@ -4,7 +4,7 @@
 //! streamed at real-time pace with speech, and its `interrupt()` cancels and truncates a reply
 //! whose next turn goes on (`realtime_agents.py`); LiveKit Agents' OpenAI
 //! realtime client (`livekit-plugins-openai`: `RealtimeModel(base_url=...)`) with
-//! `turn_detection=None` (`update_instructions`, `push_audio`, `commit_audio`,
+//! `turn_detection=None` (`update_instructions`, `update_tools`, `push_audio`, `commit_audio`,
 //! `generate_reply()` resolving, `interrupt`) and at its defaults (`realtime_livekit.py`).
 //! The README's snippets for both clients run as written. Each reply's audio equals the
 //! library's S2S of the question the server committed, byte for byte.

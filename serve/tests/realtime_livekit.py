@@ -3,7 +3,7 @@
 Usage: realtime_livekit.py HTTP_BASE_URL MODEL DIR MODE.
 
 MODE `manual`: `RealtimeModel(base_url=..., turn_detection=None)`; its session, on DIR/q.pcm
-(PCM16 mono, 24 kHz): `update_instructions`, `push_audio` (100 ms frames), `commit_audio`,
+(PCM16 mono, 24 kHz): `update_instructions`, `update_tools` (kept and echoed), `push_audio` (100 ms frames), `commit_audio`,
 `generate_reply()` (which resolves only when `response.created` echoes the request's
 metadata), the reply's audio read from the generation's message stream to DIR/reply.pcm; then
 a second `generate_reply()` on the same question (the first reply's history before it) that
@@ -26,6 +26,7 @@ import time
 
 import aiohttp
 from livekit import rtc
+from livekit.agents import llm
 from livekit.plugins import openai
 
 RATE = 24000
@@ -56,9 +57,16 @@ async def wait_for(report: dict, kind: str, count: int, seconds: float) -> None:
             await asyncio.sleep(0.05)
 
 
+@llm.function_tool
+async def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return "sunny"
+
+
 async def manual(sess, pcm: bytes, out: pathlib.Path, report: dict) -> None:
     await sess.update_instructions("Answer in one short sentence.")
-    await wait_for(report, "session.updated", 2, 30)
+    await sess.update_tools([get_weather])
+    await wait_for(report, "session.updated", 3, 30)
     for f in frames(pcm):
         sess.push_audio(f)
     sess.commit_audio()
