@@ -384,6 +384,9 @@ async fn livekit_without_turn_detection_commits_generates_and_interrupts() {
         last["instructions"], "Answer in one short sentence.",
         "{last}"
     );
+    // Its tools are kept and echoed (not given to the model yet).
+    assert_eq!(last["tools"][0]["name"], "get_weather", "{last}");
+    assert_eq!(last["tools"][0]["type"], "function", "{last}");
     // Each response.create's metadata comes back on its response.created and response.done.
     let creates = sent(&report, "response.create");
     let created = received(&report, "response.created");
