@@ -12,6 +12,7 @@ use audio_engine::lfm2_audio::conversation::{
 use audio_engine::lfm2_audio::{Artifact, ArtifactKind, Lfm2Audio, QUESTION_ID};
 
 use super::error::EventError;
+use super::session_config::Modality;
 
 /// A user's question or an assistant's reply.
 #[derive(Debug, Clone)]
@@ -35,6 +36,8 @@ pub enum Body {
         /// `completed`, `incomplete` (cancelled, cut at the step limit, truncated) or
         /// `in_progress`.
         status: &'static str,
+        /// What its response sent: audio with this transcript, or this text alone.
+        modality: Modality,
     },
 }
 
@@ -57,12 +60,22 @@ impl Item {
                 "content": [{"type": "input_audio", "transcript": null}],
             }),
             Body::Assistant {
-                transcript, status, ..
-            } => json!({
-                "id": self.id, "object": "realtime.item", "type": "message", "role": "assistant",
-                "status": status,
-                "content": [{"type": "output_audio", "transcript": transcript.concat()}],
-            }),
+                transcript,
+                status,
+                modality,
+                ..
+            } => {
+                let content = match modality {
+                    Modality::Audio => {
+                        json!({"type": "output_audio", "transcript": transcript.concat()})
+                    }
+                    Modality::Text => json!({"type": "output_text", "text": transcript.concat()}),
+                };
+                json!({
+                    "id": self.id, "object": "realtime.item", "type": "message",
+                    "role": "assistant", "status": status, "content": [content],
+                })
+            }
         }
     }
 }
@@ -117,23 +130,7 @@ impl Conversation {
     /// The next response's question and history: the last item must be a question and the
     /// ones before it pairs of a question and its reply (the engine's conversation protocol).
     pub fn request(&self) -> Result<(Vec<u8>, Vec<Artifact>), EventError> {
-        let Some((last, earlier)) = self.items.split_last() else {
-            return Err(EventError::invalid(
-                "conversation_empty",
-                "the conversation has no question to answer: commit the input audio buffer \
-                 or create an audio item first",
-            ));
-        };
-        let Body::User { wav: question, .. } = &last.body else {
-            return Err(EventError::invalid(
-                "no_question",
-                format!(
-                    "the conversation's last item `{}` is a reply: commit a question first",
-                    last.id
-                ),
-            ));
-        };
-        Ok((question.clone(), history_of(earlier)?))
+        request_of(&self.items)
     }
 
     /// The history of a question committed now: the items so far, which must be pairs of a
@@ -157,6 +154,7 @@ impl Conversation {
             artifact,
             transcript,
             status,
+            ..
         } = &mut item.body
         else {
             return Err(EventError::invalid(
@@ -210,6 +208,28 @@ fn reply_text(art: &Artifact, model: &Lfm2Audio) -> Result<String, EventError> {
         .collect();
     let bytes = tok.decode_bytes(&ids).map_err(|e| bad(e.to_string()))?;
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// The question and history of a response to `items`: the last one must be a question and the
+/// ones before it pairs of a question and its reply (the engine's conversation protocol).
+pub fn request_of(items: &[Item]) -> Result<(Vec<u8>, Vec<Artifact>), EventError> {
+    let Some((last, earlier)) = items.split_last() else {
+        return Err(EventError::invalid(
+            "conversation_empty",
+            "the conversation has no question to answer: commit the input audio buffer \
+                 or create an audio item first",
+        ));
+    };
+    let Body::User { wav: question, .. } = &last.body else {
+        return Err(EventError::invalid(
+            "no_question",
+            format!(
+                "the conversation's last item `{}` is a reply: commit a question first",
+                last.id
+            ),
+        ));
+    };
+    Ok((question.clone(), history_of(earlier)?))
 }
 
 /// Milliseconds of audio a reply artifact holds (0 for one that does not decode).

@@ -60,6 +60,24 @@ impl Names {
         }
     }
 
+    /// `response.output_text.delta` (beta `response.text.delta`).
+    pub fn text_delta(self) -> &'static str {
+        if self.beta {
+            "response.text.delta"
+        } else {
+            "response.output_text.delta"
+        }
+    }
+
+    /// `response.output_text.done` (beta `response.text.done`).
+    pub fn text_done(self) -> &'static str {
+        if self.beta {
+            "response.text.done"
+        } else {
+            "response.output_text.done"
+        }
+    }
+
     /// The event that adds an item: `conversation.item.added` (beta
     /// `conversation.item.created`).
     pub fn item_added(self) -> &'static str {

@@ -3,7 +3,7 @@
 //! a pool session for its turn only.
 //!
 //! Pieces: [`session_config`] (`session.update`), [`input`] (the input audio buffer),
-//! [`turns`] (server VAD), [`conversation`] (the items, truncation), [`response`] (the turn on
+//! [`turns`] (turn detection: `server_vad`, `semantic_vad`), [`conversation`] (the items, truncation), [`response`] (the turn on
 //! a leased session), [`events`] (the server events' shapes and names), [`socket`] (the loop).
 //!
 //! Names: GA by default; `OpenAI-Beta: realtime=v1` or `?beta=1` selects the beta names of

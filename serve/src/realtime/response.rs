@@ -15,9 +15,14 @@ use tokio::sync::mpsc;
 
 use audio_engine::lfm2_audio::Job;
 
+use serde_json::Value;
+
 use crate::error::ApiError;
 use crate::work::{self, Msg};
 use crate::{AppState, Entry};
+
+use super::conversation::Item;
+use super::session_config::Modality;
 
 /// What the runner reports to the socket loop.
 pub enum RunMsg {
@@ -46,12 +51,34 @@ impl CancelReason {
     }
 }
 
+/// What a response was asked for that shapes its events: echoed in `response.created` and
+/// `response.done`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    /// What it sends (audio with a transcript, or text).
+    pub output: Modality,
+    /// Whether its item joins the conversation (`conversation: "auto"`) or not (`"none"`:
+    /// an out-of-band response).
+    pub in_conversation: bool,
+    /// The request's `metadata` (null when it had none).
+    pub metadata: Value,
+    /// The voice asked for (only echoed: the model speaks in its own voice).
+    pub voice: Value,
+    /// Its `max_output_tokens` (`None`: the server's limit, echoed `"inf"`).
+    pub max_output_tokens: Option<usize>,
+}
+
 /// A running response.
 pub struct Response {
     /// Its id (`resp_...`).
     pub id: String,
     /// The id of the assistant item it makes.
     pub item_id: String,
+    /// What it was asked for.
+    pub shape: Shape,
+    /// Its item while it is generated, when it does not join the conversation
+    /// (`conversation: "none"`); `None` when the item is in the conversation.
+    pub detached: Option<Item>,
     /// The runner's messages.
     pub rx: mpsc::Receiver<RunMsg>,
     cancel: Arc<AtomicBool>,
@@ -79,6 +106,7 @@ pub struct Seat {
 
 impl Response {
     /// Starts `job` on a session of `entry`'s pool chosen by `seat`.
+    #[allow(clippy::too_many_arguments)]
     pub fn start(
         state: &Arc<AppState>,
         entry: &Entry,
@@ -86,6 +114,7 @@ impl Response {
         job: Job,
         id: String,
         item_id: String,
+        shape: Shape,
         turn_end: Instant,
     ) -> Response {
         let (tx, rx) = mpsc::channel(64);
@@ -126,6 +155,8 @@ impl Response {
         Response {
             id,
             item_id,
+            shape,
+            detached: None,
             rx,
             cancel,
             cancelled: None,

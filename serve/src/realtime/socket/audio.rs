@@ -36,13 +36,16 @@ impl Socket {
         Ok(out)
     }
 
-    /// A turn the VAD heard: speech started (barge-in) or stopped (commit, respond).
+    /// A turn the turn detection heard: speech started (barge-in) or stopped (commit,
+    /// respond).
     /// A refusal of the response it would start is an `error` event after the turn's own
     /// events, which the client still gets.
     pub(super) fn on_turn(&mut self, t: TurnEvent) -> Out {
-        let Some(vad) = self.turns.settings().cloned() else {
+        let Some(mode) = self.turns.mode() else {
             return Vec::new();
         };
+        let (create_response, interrupt_response) =
+            (mode.create_response(), mode.interrupt_response());
         match t {
             TurnEvent::SpeechStarted { audio_start_ms } => {
                 let item_id = ids::fresh("item");
@@ -51,7 +54,7 @@ impl Socket {
                     json!({"audio_start_ms": audio_start_ms, "item_id": item_id}),
                 )];
                 self.speech = Some((item_id, audio_start_ms));
-                if vad.interrupt_response {
+                if interrupt_response {
                     // Barge-in: the reply stops at its next step and none of its audio still
                     // on the way to the client is sent.
                     if let Some(r) = self.response.as_mut() {
@@ -74,7 +77,7 @@ impl Socket {
                     return out;
                 }
                 out.extend(self.commit_samples(item_id, &samples));
-                if vad.create_response {
+                if create_response {
                     if self.response.is_some() {
                         // why: a barge-in cancelled it (or, without interrupt_response, it
                         // runs on); this turn is answered as soon as its response.done is out.
@@ -89,7 +92,7 @@ impl Socket {
                 out
             }
             TurnEvent::Paused { audio_end_ms } => {
-                if vad.create_response {
+                if create_response {
                     self.start_early_turn(audio_end_ms);
                 }
                 Vec::new()

@@ -11,15 +11,39 @@ use super::super::error::EventError;
 use super::super::events::event;
 use super::super::ids;
 use super::super::input::{ms_of, pcm16_samples, wav_of};
+use super::super::response::CancelReason;
 use super::{Out, Socket, MIN_COMMIT_MS};
 
 impl Socket {
     pub(super) fn item_create(&mut self, o: &Map<String, Value>) -> Result<Out, EventError> {
-        let bad = |m: &str| EventError::invalid("unsupported_item", m.to_owned()).at("item");
-        let item = o
-            .get("item")
-            .and_then(Value::as_object)
-            .ok_or_else(|| bad("conversation.item.create needs an `item` object"))?;
+        let item = o.get("item").and_then(Value::as_object).ok_or_else(|| {
+            EventError::invalid(
+                "unsupported_item",
+                "conversation.item.create needs an `item` object",
+            )
+            .at("item")
+        })?;
+        let it = self.audio_question(item, "item")?;
+        if self.conv.get(&it.id).is_some() {
+            return Err(EventError::invalid(
+                "duplicate_item_id",
+                format!("item `{}` exists already", it.id),
+            )
+            .at("item.id"));
+        }
+        let json = it.json();
+        let prev = self.conv.push(it);
+        Ok(self.names.item_events(&json, prev.as_deref(), true))
+    }
+
+    /// A user message with one `input_audio` part (`item`, at `param`) as a question item (its
+    /// id the given one, or a fresh one).
+    pub(super) fn audio_question(
+        &self,
+        item: &Map<String, Value>,
+        param: &str,
+    ) -> Result<Item, EventError> {
+        let bad = |m: &str| EventError::invalid("unsupported_item", m.to_owned()).at(param);
         if item.get("type").and_then(Value::as_str) != Some("message")
             || item.get("role").and_then(Value::as_str) != Some("user")
         {
@@ -39,6 +63,7 @@ impl Socket {
                 ))
             }
         };
+        let content = format!("{param}.content");
         let rate = self.input.rate();
         let max = (self.state.settings.max_audio_seconds * f64::from(rate)) as usize;
         if unb64_len(audio) / 2 > max {
@@ -49,10 +74,10 @@ impl Socket {
                     self.state.settings.max_audio_seconds
                 ),
             )
-            .at("item.content"));
+            .at(content));
         }
         let bytes = unb64(audio).ok_or_else(|| {
-            EventError::invalid("invalid_base64", "`audio` is not valid base64").at("item.content")
+            EventError::invalid("invalid_base64", "`audio` is not valid base64").at(&content)
         })?;
         let samples = pcm16_samples(&bytes)?;
         if ms_of(samples.len() as u64, rate) < MIN_COMMIT_MS {
@@ -60,31 +85,58 @@ impl Socket {
                 "audio_too_short",
                 format!("a question needs at least {MIN_COMMIT_MS} ms of audio"),
             )
-            .at("item.content"));
+            .at(content));
         }
         let id = item
             .get("id")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty() && s.len() <= 64)
             .map_or_else(|| ids::fresh("item"), str::to_owned);
-        if self.conv.get(&id).is_some() {
-            return Err(EventError::invalid(
-                "duplicate_item_id",
-                format!("item `{id}` exists already"),
-            )
-            .at("item.id"));
-        }
-        let it = Item {
+        Ok(Item {
             id,
             body: Body::User {
                 wav: wav_of(&samples, rate),
                 audio_ms: ms_of(samples.len() as u64, rate),
                 committed: Instant::now(),
             },
-        };
-        let json = it.json();
-        let prev = self.conv.push(it);
-        Ok(self.names.item_events(&json, prev.as_deref(), true))
+        })
+    }
+
+    /// A `response.create`'s `input` (at `param`): item references to this conversation's
+    /// items and new audio questions, in order.
+    pub(super) fn input_items(&self, v: &Value, param: &str) -> Result<Vec<Item>, EventError> {
+        let list = v.as_array().ok_or_else(|| {
+            EventError::invalid(
+                "invalid_value",
+                format!("input must be a list of items, not {v}"),
+            )
+            .at(param)
+        })?;
+        let mut out = Vec::with_capacity(list.len());
+        for (i, it) in list.iter().enumerate() {
+            let at = format!("{param}[{i}]");
+            let o = it.as_object().ok_or_else(|| {
+                EventError::invalid(
+                    "invalid_value",
+                    format!("an input item is an object, not {it}"),
+                )
+                .at(&at)
+            })?;
+            if o.get("type").and_then(Value::as_str) == Some("item_reference") {
+                let id = o.get("id").and_then(Value::as_str).unwrap_or("");
+                let item = self.conv.get(id).ok_or_else(|| {
+                    EventError::invalid(
+                        "item_not_found",
+                        format!("no conversation item has the id `{id}`"),
+                    )
+                    .at(format!("{at}.id"))
+                })?;
+                out.push(item.clone());
+            } else {
+                out.push(self.audio_question(o, &at)?);
+            }
+        }
+        Ok(out)
     }
 
     /// The item id an event names, refused while the running response writes that item.
@@ -108,11 +160,23 @@ impl Socket {
                 EventError::invalid("invalid_value", format!("`{k}` must be an integer >= 0")).at(k)
             })
         };
-        // why: a client truncates right after `speech_started`, while the reply the server VAD
-        // cancelled is still stopping; the cut waits for its end (see `finish`).
-        if let Some(r) = self.response.as_mut().filter(|r| r.cancelled.is_some()) {
+        // why: a client truncates right after `speech_started`, while the reply the turn
+        // detection cancelled is still stopping; or it truncates the reply still running, which
+        // is how a client whose session has `interrupt_response` stops playback (the OpenAI
+        // Agents SDK's `interrupt()`): the listener heard no more, so the reply is cancelled
+        // (`client_cancelled`). Either way the cut waits for its end (see `finish`).
+        if let Some(r) = self.response.as_mut() {
             if o.get("item_id").and_then(Value::as_str) == Some(r.item_id.as_str()) {
-                r.truncate_at_end = Some((int("content_index")?, int("audio_end_ms")?));
+                let (content_index, audio_end_ms) = (int("content_index")?, int("audio_end_ms")?);
+                if content_index != 0 {
+                    return Err(EventError::invalid(
+                        "invalid_content_index",
+                        format!("a reply has one content part (index 0), not {content_index}"),
+                    )
+                    .at("content_index"));
+                }
+                r.cancel(CancelReason::Client);
+                r.truncate_at_end = Some((content_index, audio_end_ms));
                 return Ok(Vec::new());
             }
         }

@@ -12,18 +12,24 @@ use crate::audio_io::{b64, pcm16};
 use crate::tasks::{max_tokens, record};
 use crate::work::{Finished, Msg};
 
-use super::super::conversation::{artifact_ms, Body, Item};
+use super::super::conversation::{artifact_ms, request_of, Body, Conversation, Item};
 use super::super::error::EventError;
 use super::super::events::{event, part, with};
 use super::super::ids;
-use super::super::response::{CancelReason, Response, RunMsg, Seat};
-use super::super::session_config::parse_max_tokens;
+use super::super::response::{CancelReason, Response, RunMsg, Seat, Shape};
+use super::super::session_config::{
+    check_unused, parse_format, parse_max_tokens, parse_metadata, parse_modalities,
+    parse_tool_choice, parse_tools, parse_voice, Modality, OUTPUT_RATE,
+};
 use super::{Out, Socket};
 
-/// A response's settings: its `max_output_tokens` and the engine's options.
+/// A response's settings: the engine's options, what shapes its events (its
+/// `max_output_tokens` among them) and, when the request gave `input`, the items it answers
+/// instead of the conversation.
 pub(super) struct ResponseParams {
-    limit: Option<usize>,
     pub(super) s2s: S2sOptions,
+    shape: Shape,
+    input: Option<Vec<Item>>,
 }
 
 /// The engine's request for the turn on `question` (WAV bytes) after `history`.
@@ -40,6 +46,38 @@ pub(super) fn turn_request(
     }
 }
 
+/// `response.create`'s `audio` object: its output format (checked) and voice.
+fn response_audio(v: &Value, voice: &mut Value) -> Result<(), EventError> {
+    let bad = |p: &str, m: String| EventError::invalid("invalid_value", m).at(p);
+    let audio = match v {
+        Value::Null => return Ok(()),
+        Value::Object(o) => o,
+        other => {
+            return Err(bad(
+                "response.audio",
+                format!("audio must be an object, not {other}"),
+            ))
+        }
+    };
+    let output = match audio.get("output") {
+        None | Some(Value::Null) => return Ok(()),
+        Some(Value::Object(o)) => o,
+        Some(other) => {
+            return Err(bad(
+                "response.audio.output",
+                format!("audio.output must be an object, not {other}"),
+            ))
+        }
+    };
+    if let Some(f) = output.get("format").filter(|f| !f.is_null()) {
+        parse_format(f, "response.audio.output.format", &[OUTPUT_RATE])?;
+    }
+    if let Some(v) = output.get("voice").filter(|v| !v.is_null()) {
+        *voice = parse_voice(v, "response.audio.output.voice")?;
+    }
+    Ok(())
+}
+
 impl Socket {
     /// A response's settings: `params` (a `response.create`'s `response`) over the session's.
     pub(super) fn response_params(
@@ -48,9 +86,19 @@ impl Socket {
     ) -> Result<ResponseParams, EventError> {
         let mut limit = self.config.max_output_tokens;
         let mut instructions = self.config.instructions.clone();
+        let mut shape = Shape {
+            output: self.config.output,
+            in_conversation: true,
+            metadata: Value::Null,
+            voice: self.config.voice.clone(),
+            max_output_tokens: None,
+        };
+        let mut input = None;
         if let Some(p) = params {
-            if let Some(v) = p.get("max_output_tokens") {
-                limit = parse_max_tokens(v, "response.max_output_tokens")?;
+            for key in ["max_output_tokens", "max_response_output_tokens"] {
+                if let Some(v) = p.get(key) {
+                    limit = parse_max_tokens(v, &format!("response.{key}"))?;
+                }
             }
             match p.get("instructions") {
                 None | Some(Value::Null) => {}
@@ -69,7 +117,47 @@ impl Socket {
                     .at("response.instructions"))
                 }
             }
+            for key in ["output_modalities", "modalities"] {
+                if let Some(v) = p.get(key).filter(|v| !v.is_null()) {
+                    shape.output = parse_modalities(v, &format!("response.{key}"))?;
+                }
+            }
+            if let Some(v) = p.get("metadata") {
+                shape.metadata = parse_metadata(v, "response.metadata")?;
+            }
+            match p.get("conversation") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(c)) if c == "auto" => {}
+                Some(Value::String(c)) if c == "none" => shape.in_conversation = false,
+                Some(other) => {
+                    return Err(EventError::invalid(
+                        "invalid_value",
+                        format!("conversation is \"auto\" or \"none\", not {other}"),
+                    )
+                    .at("response.conversation"))
+                }
+            }
+            if let Some(v) = p.get("audio") {
+                response_audio(v, &mut shape.voice)?;
+            }
+            if let Some(v) = p.get("voice").filter(|v| !v.is_null()) {
+                shape.voice = parse_voice(v, "response.voice")?;
+            }
+            if let Some(f) = p.get("output_audio_format").filter(|f| !f.is_null()) {
+                parse_format(f, "response.output_audio_format", &[OUTPUT_RATE])?;
+            }
+            if let Some(v) = p.get("tools") {
+                parse_tools(v, "response.tools")?;
+            }
+            if let Some(v) = p.get("tool_choice") {
+                parse_tool_choice(v, "response.tool_choice")?;
+            }
+            check_unused(p, "response")?;
+            if let Some(v) = p.get("input").filter(|v| !v.is_null()) {
+                input = Some(self.input_items(v, "response.input")?);
+            }
         }
+        shape.max_output_tokens = limit;
         let d = S2sOptions::default();
         let s2s = S2sOptions {
             max_new_tokens: max_tokens(limit, d.max_new_tokens, self.state.settings.max_tokens)
@@ -79,11 +167,39 @@ impl Socket {
             system_prompt: instructions.unwrap_or(d.system_prompt.clone()),
             ..d
         };
-        Ok(ResponseParams { limit, s2s })
+        Ok(ResponseParams { s2s, shape, input })
     }
 
-    /// Starts a response to the conversation's last question; `turn_end` is when its turn
-    /// ended (`None`: when it was committed).
+    /// The response object of `response.created` / `response.done` of the response `id`
+    /// asked for as `shape`.
+    fn response_json(
+        &self,
+        id: &str,
+        shape: &Shape,
+        status: &str,
+        status_details: Value,
+        output: Vec<Value>,
+        usage: Value,
+    ) -> Value {
+        let max: Value = match shape.max_output_tokens {
+            Some(n) => json!(n),
+            None => json!("inf"),
+        };
+        json!({
+            "id": id, "object": "realtime.response", "status": status,
+            "status_details": status_details, "output": output,
+            "conversation_id": if shape.in_conversation { json!(self.session_id) } else { Value::Null },
+            "output_modalities": shape.output.json(),
+            "max_output_tokens": max,
+            "metadata": shape.metadata,
+            "audio": {"output": {"format": {"type": "audio/pcm", "rate": OUTPUT_RATE},
+                                 "voice": shape.voice}},
+            "usage": usage,
+        })
+    }
+
+    /// Starts a response to the conversation's last question (or to the request's `input`);
+    /// `turn_end` is when its turn ended (`None`: when it was committed).
     pub(super) fn response_create(
         &mut self,
         params: Option<&Value>,
@@ -98,20 +214,37 @@ impl Socket {
                 ),
             ));
         }
-        let params = self.response_params(params.and_then(Value::as_object))?;
-        let (question, history) = self.conv.request()?;
-        let committed = match self
-            .conv
-            .last_id()
-            .and_then(|id| self.conv.get(&id).cloned())
-        {
+        let params = match params {
+            None | Some(Value::Null) => self.response_params(None)?,
+            Some(Value::Object(p)) => self.response_params(Some(p))?,
+            Some(other) => {
+                return Err(EventError::invalid(
+                    "invalid_value",
+                    format!("response must be an object, not {other}"),
+                )
+                .at("response"))
+            }
+        };
+        let items = params.input.as_deref();
+        let (question, history) = match items {
+            Some(items) => request_of(items)?,
+            None => self.conv.request()?,
+        };
+        let last = match items {
+            Some(items) => items.last().cloned(),
+            None => self
+                .conv
+                .last_id()
+                .and_then(|id| self.conv.get(&id).cloned()),
+        };
+        let committed = match last {
             Some(Item {
                 body: Body::User { committed, .. },
                 ..
             }) => committed,
             _ => Instant::now(),
         };
-        let limit = params.limit;
+        let shape = params.shape;
         let job = Job::S2s(turn_request(question, history, params.s2s));
         let (id, item_id) = (ids::fresh("resp"), ids::fresh("item"));
         let item = Item {
@@ -120,11 +253,16 @@ impl Socket {
                 artifact: None,
                 transcript: Vec::new(),
                 status: "in_progress",
+                modality: shape.output,
             },
         };
         let item_json = item.json();
-        let prev = self.conv.push(item);
-        self.response = Some(Response::start(
+        let (prev, detached) = if shape.in_conversation {
+            (Some(self.conv.push(item)), None)
+        } else {
+            (None, Some(item))
+        };
+        let mut response = Response::start(
             &self.state,
             &self.entry,
             Seat {
@@ -134,30 +272,36 @@ impl Socket {
             job,
             id.clone(),
             item_id.clone(),
+            shape.clone(),
             turn_end.unwrap_or(committed),
-        ));
-        let response = json!({
-            "id": id, "object": "realtime.response", "status": "in_progress",
-            "status_details": null, "output": [], "conversation_id": self.session_id,
-            "output_modalities": ["audio"], "max_output_tokens": limit,
-            "audio": {"output": {"format": {"type": "audio/pcm", "rate": 24_000},
-                                 "voice": self.config.voice}},
-            "usage": null,
-        });
+        );
+        response.detached = detached;
+        self.response = Some(response);
+        let created = self.response_json(
+            &id,
+            &shape,
+            "in_progress",
+            Value::Null,
+            Vec::new(),
+            Value::Null,
+        );
         let mut out = vec![
-            event("response.created", json!({"response": response})),
+            event("response.created", json!({"response": created})),
             event(
                 "response.output_item.added",
                 json!({"response_id": id, "output_index": 0, "item": item_json}),
             ),
         ];
-        out.extend(self.names.item_events(&item_json, prev.as_deref(), false));
+        if let Some(prev) = prev {
+            out.extend(self.names.item_events(&item_json, prev.as_deref(), false));
+        }
+        let part_json = match shape.output {
+            Modality::Audio => json!({"type": "audio", "transcript": ""}),
+            Modality::Text => json!({"type": "text", "text": ""}),
+        };
         out.push(event(
             "response.content_part.added",
-            with(
-                part(&id, &item_id),
-                json!({"part": {"type": "audio", "transcript": ""}}),
-            ),
+            with(part(&id, &item_id), json!({"part": part_json})),
         ));
         Ok(out)
     }
@@ -194,20 +338,26 @@ impl Socket {
                     return Vec::new();
                 }
                 let at = part(&r.id, &r.item_id);
+                let text_only = r.shape.output == Modality::Text;
                 match ev {
                     ReplyEvent::Text(t) => {
                         if let Some(Item {
                             body: Body::Assistant { transcript, .. },
                             ..
-                        }) = self.conv.get_mut(&r.item_id)
+                        }) = reply_item(&mut self.conv, r)
                         {
                             transcript.push(t.clone());
                         }
-                        vec![event(
-                            self.names.transcript_delta(),
-                            with(at, json!({"delta": t})),
-                        )]
+                        let kind = if text_only {
+                            self.names.text_delta()
+                        } else {
+                            self.names.transcript_delta()
+                        };
+                        vec![event(kind, with(at, json!({"delta": t})))]
                     }
+                    // A text-only response's audio is generated (the model interleaves it
+                    // with the text) and not sent.
+                    ReplyEvent::Audio(_) if text_only => Vec::new(),
                     ReplyEvent::Audio(s) => {
                         if r.first_audio.is_none() {
                             r.first_audio = Some(r.turn_end.elapsed());
@@ -240,11 +390,12 @@ impl Socket {
     /// The response ended: its item takes the reply artifact (cut to the audio sent when it
     /// was cancelled) and the closing events go out.
     pub(super) fn finish(&mut self, f: Finished) -> Out {
-        let Some(r) = self.response.take() else {
+        let Some(mut r) = self.response.take() else {
             return Vec::new();
         };
         record(&self.state, &f);
-        let fmt = self.entry.pool.model().reply_format();
+        let model = self.entry.pool.model();
+        let fmt = model.reply_format();
         let status = match (r.cancelled, f.ended) {
             (Some(_), _) => "cancelled",
             (None, true) => "completed",
@@ -258,7 +409,7 @@ impl Socket {
                     ..
                 },
             ..
-        }) = self.conv.get_mut(&r.item_id)
+        }) = reply_item(&mut self.conv, &mut r)
         {
             *artifact = f.artifact.clone();
             *item_status = if status == "completed" {
@@ -267,23 +418,36 @@ impl Socket {
                 "incomplete"
             };
         }
-        if r.cancelled.is_some() {
+        let text_only = r.shape.output == Modality::Text;
+        if r.cancelled.is_some() && !text_only {
             if let Some(art) = &f.artifact {
                 // why: after a cancel the history keeps what the client was sent, not the
                 // steps generated after the audio it got.
                 let sent_ms = (r.audio_sent as u64 * 1000) / 24_000;
                 let cut = sent_ms.min(artifact_ms(art, &fmt));
-                let _ = self
-                    .conv
-                    .truncate(&r.item_id, 0, cut, self.entry.pool.model());
+                match r.detached.take() {
+                    None => {
+                        let _ = self.conv.truncate(&r.item_id, 0, cut, model);
+                    }
+                    Some(item) => {
+                        // An out-of-band item is cut the same way, on a conversation of its
+                        // own.
+                        let mut own = Conversation::default();
+                        own.push(item);
+                        let _ = own.truncate(&r.item_id, 0, cut, model);
+                        r.detached = own.delete(&r.item_id).ok();
+                    }
+                }
             }
         }
-        let item = self
-            .conv
-            .get(&r.item_id)
-            .map(Item::json)
-            .unwrap_or(Value::Null);
-        let transcript = item["content"][0]["transcript"].clone();
+        let item = match &r.detached {
+            Some(i) => i.json(),
+            None => self
+                .conv
+                .get(&r.item_id)
+                .map(Item::json)
+                .unwrap_or(Value::Null),
+        };
         let at = part(&r.id, &r.item_id);
         let reason = match (r.cancelled, status) {
             (Some(c), _) => json!({"type": "cancelled", "reason": c.name()}),
@@ -291,54 +455,70 @@ impl Socket {
             _ => Value::Null,
         };
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
-        let response = json!({
-            "id": r.id, "object": "realtime.response", "status": status,
-            "status_details": reason, "output": [item], "conversation_id": self.session_id,
-            "output_modalities": ["audio"],
-            "usage": {
+        let mut response = self.response_json(
+            &r.id,
+            &r.shape,
+            status,
+            reason,
+            vec![item.clone()],
+            json!({
                 "total_tokens": f.prompt_positions + f.steps,
                 "input_tokens": f.prompt_positions,
                 "output_tokens": f.steps,
                 "input_token_details": {"cached_tokens": f.resumed_prefill_positions},
-            },
-            "lfm2_audio": {
-                "resumed_prefill_positions": f.resumed_prefill_positions,
-                "reused_questions": f.reused_questions,
-                "prompt_positions": f.prompt_positions,
-                "steps": f.steps,
-                "ended": f.ended,
-                "audio_ms": r.audio_sent as f64 / 24.0,
-                "session_slot": f.slot,
-                "affinity": f.affine,
-                "latency_ms": r.first_audio.map(ms),
-                "engine_ms": ms(f.engine_time),
-                "wall_ms": ms(r.created.elapsed()),
-            },
+            }),
+        );
+        response["lfm2_audio"] = json!({
+            "resumed_prefill_positions": f.resumed_prefill_positions,
+            "reused_questions": f.reused_questions,
+            "prompt_positions": f.prompt_positions,
+            "steps": f.steps,
+            "ended": f.ended,
+            "audio_ms": r.audio_sent as f64 / 24.0,
+            "session_slot": f.slot,
+            "affinity": f.affine,
+            "latency_ms": r.first_audio.map(ms),
+            "engine_ms": ms(f.engine_time),
+            "wall_ms": ms(r.created.elapsed()),
         });
-        let mut out = vec![
-            event(self.names.audio_done(), at.clone()),
-            event(
-                self.names.transcript_done(),
-                with(at.clone(), json!({"transcript": transcript})),
-            ),
-            event(
-                "response.content_part.done",
-                with(
-                    at,
-                    json!({"part": {"type": "audio", "transcript": transcript}}),
+        let mut out = if text_only {
+            let text = item["content"][0]["text"].clone();
+            vec![
+                event(
+                    self.names.text_done(),
+                    with(at.clone(), json!({"text": text})),
                 ),
-            ),
-            event(
-                "response.output_item.done",
-                json!({"response_id": r.id, "output_index": 0, "item": item}),
-            ),
-        ];
-        if !self.names.beta {
+                event(
+                    "response.content_part.done",
+                    with(at, json!({"part": {"type": "text", "text": text}})),
+                ),
+            ]
+        } else {
+            let transcript = item["content"][0]["transcript"].clone();
+            vec![
+                event(self.names.audio_done(), at.clone()),
+                event(
+                    self.names.transcript_done(),
+                    with(at.clone(), json!({"transcript": transcript})),
+                ),
+                event(
+                    "response.content_part.done",
+                    with(
+                        at,
+                        json!({"part": {"type": "audio", "transcript": transcript}}),
+                    ),
+                ),
+            ]
+        };
+        out.push(event(
+            "response.output_item.done",
+            json!({"response_id": r.id, "output_index": 0, "item": item}),
+        ));
+        if !self.names.beta && r.shape.in_conversation {
             out.push(event("conversation.item.done", json!({"item": item})));
         }
         out.push(event("response.done", json!({"response": response})));
         if let Some((content_index, audio_end_ms)) = r.truncate_at_end {
-            let model = self.entry.pool.model();
             out.push(
                 match self
                     .conv
@@ -374,7 +554,9 @@ impl Socket {
         let Some(r) = self.response.take() else {
             return Vec::new();
         };
-        let _ = self.conv.delete(&r.item_id);
+        if r.detached.is_none() {
+            let _ = self.conv.delete(&r.item_id);
+        }
         // A turn waiting for this response is left for the client to answer with
         // response.create (its question stays in the conversation).
         self.respond_after = None;
@@ -384,17 +566,22 @@ impl Socket {
             message: message.clone(),
             param: None,
         };
+        let details = json!({"type": "failed",
+            "error": {"type": kind, "code": "response_failed", "message": message}});
+        let response =
+            self.response_json(&r.id, &r.shape, "failed", details, Vec::new(), Value::Null);
         vec![
             e.event(None),
-            event(
-                "response.done",
-                json!({"response": {
-                    "id": r.id, "object": "realtime.response", "status": "failed",
-                    "status_details": {"type": "failed", "error": {"type": kind, "code": "response_failed", "message": message}},
-                    "output": [], "conversation_id": self.session_id,
-                }}),
-            ),
+            event("response.done", json!({"response": response})),
         ]
+    }
+}
+
+/// The item `r` writes: its detached one, or its item in `conv`.
+fn reply_item<'a>(conv: &'a mut Conversation, r: &'a mut Response) -> Option<&'a mut Item> {
+    match r.detached.as_mut() {
+        Some(i) => Some(i),
+        None => conv.get_mut(&r.item_id),
     }
 }
 
