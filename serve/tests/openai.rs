@@ -5,6 +5,7 @@
 
 mod common;
 
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{SamplerConfig, TtsOptions, Voice};
 use serde_json::{json, Value};
 
