@@ -124,7 +124,8 @@ fn user_question(m: &ChatMessage, i: usize) -> Result<Question, ApiError> {
         Some(Value::Array(p)) => p,
         _ => {
             return Err(ApiError::invalid(format!(
-                "messages[{i}]: a user message needs string content, or an `input_audio` or                  `text` content part"
+                "messages[{i}]: a user message needs string content, or an `input_audio` or \
+                 `text` content part"
             )))
         }
     };
