@@ -249,7 +249,8 @@ pub struct Ask {
 ///
 /// [`TurnDetector::push`] runs the model inline (tens of ms per check). A caller that must not
 /// block that long uses [`TurnDetector::push_deferred`] and [`TurnDetector::answer`] and runs
-/// the model elsewhere; the turn then ends when the answer comes.
+/// the model elsewhere: the audio that comes meanwhile is held and heard after the answer, so
+/// the events are the same as inline, only later by the model's run time.
 pub struct TurnDetector<M: EndOfTurn = SmartTurn> {
     segmenter: Segmenter,
     model: Arc<M>,
@@ -272,6 +273,8 @@ pub struct TurnDetector<M: EndOfTurn = SmartTurn> {
     pause_end: Option<u64>,
     /// Ids of asks so far.
     asks: u64,
+    /// Input samples that came while an ask was out (fed after its answer).
+    held: Vec<f32>,
     last_probability: Option<f32>,
 }
 
@@ -310,6 +313,7 @@ impl<M: EndOfTurn> TurnDetector<M> {
             pending: None,
             pause_end: None,
             asks: 0,
+            held: Vec::new(),
             last_probability: None,
         })
     }
@@ -323,29 +327,49 @@ impl<M: EndOfTurn> TurnDetector<M> {
     }
 
     /// [`TurnDetector::push`] without running the model: a check that falls due is returned
-    /// as an [`Ask`] (at most one is outstanding; later checks wait for its answer).
+    /// as an [`Ask`], and the audio after it (this call's rest and later calls') is held until
+    /// [`TurnDetector::answer`], so that the events are exactly [`TurnDetector::push`]'s
+    /// whenever the answer comes.
     pub fn push_deferred(&mut self, samples: &[f32]) -> (Vec<VadEvent>, Option<Ask>) {
+        if self.pending.is_some() {
+            self.held.extend_from_slice(samples);
+            return (Vec::new(), None);
+        }
         self.feed(samples, &mut |_| None)
     }
 
-    /// The model's answer `p` to the [`Ask`] `id`: `SpeechStopped` when it is the outstanding
-    /// ask of the open turn's current silence and `p` reaches its check's threshold (nothing
-    /// for a stale ask: speech came back, the turn ended, or the detector was reset); and the
-    /// next ask when its check fell due while this one was out.
+    /// Input samples held while an ask is out.
+    pub fn held(&self) -> usize {
+        self.held.len()
+    }
+
+    /// The model's answer `p` to the [`Ask`] `id` of [`TurnDetector::push_deferred`]:
+    /// `SpeechStopped` when `p` reaches its check's threshold, then the events of the audio
+    /// held meanwhile (and the next ask, if one falls due in it). Nothing for an id that is not
+    /// the outstanding ask (the detector was reset since).
     pub fn answer(&mut self, id: u64, p: f32) -> (Vec<VadEvent>, Option<Ask>) {
+        let mut out = self.settle(id, p);
+        let held = std::mem::take(&mut self.held);
+        let (events, ask) = self.feed(&held, &mut |_| None);
+        out.extend(events);
+        (out, ask)
+    }
+
+    /// Applies the answer `p` to ask `id`: the `SpeechStopped` it gives.
+    fn settle(&mut self, id: u64, p: f32) -> Vec<VadEvent> {
         let Some((pending, check, audio_end_ms)) = self.pending else {
-            return (Vec::new(), None);
+            return Vec::new();
         };
         if pending != id {
-            return (Vec::new(), None);
+            return Vec::new();
         }
         self.pending = None;
         self.last_probability = Some(p);
         if p >= self.policy.checks[check].threshold {
             self.end_turn();
-            return (vec![VadEvent::SpeechStopped { audio_end_ms }], None);
+            return vec![VadEvent::SpeechStopped { audio_end_ms }];
         }
-        (Vec::new(), self.due(audio_end_ms))
+        Vec::new()
     }
 
     fn end_turn(&mut self) {
@@ -386,8 +410,7 @@ impl<M: EndOfTurn> TurnDetector<M> {
         model: &mut dyn FnMut(&[f32]) -> Option<f32>,
     ) -> (Vec<VadEvent>, Option<Ask>) {
         let mut out = Vec::new();
-        let mut deferred = None;
-        for chunk in samples.chunks(self.step) {
+        for (i, chunk) in samples.chunks(self.step).enumerate() {
             self.hear(chunk);
             // The segmenter's `Paused` is the first check's silence: where this turn would end.
             for event in self.segmenter.push(chunk) {
@@ -415,24 +438,21 @@ impl<M: EndOfTurn> TurnDetector<M> {
             let Some(audio_end_ms) = self.pause_end.filter(|_| self.segmenter.in_speech()) else {
                 continue;
             };
-            while let Some(ask) = self.due(audio_end_ms) {
+            // At most one check falls due per 10 ms (they are further apart than that).
+            if let Some(ask) = self.due(audio_end_ms) {
                 match model(&ask.audio) {
-                    Some(p) => {
-                        let (events, _) = self.answer(ask.id, p);
-                        let ended = !events.is_empty();
-                        out.extend(events);
-                        if ended {
-                            break;
-                        }
-                    }
+                    Some(p) => out.extend(self.settle(ask.id, p)),
                     None => {
-                        deferred = Some(ask);
-                        break;
+                        // Deferred: the rest waits for the answer.
+                        self.held.extend_from_slice(
+                            &samples[((i + 1) * self.step).min(samples.len())..],
+                        );
+                        return (out, Some(ask));
                     }
                 }
             }
         }
-        (out, deferred)
+        (out, None)
     }
 
     /// Keeps the 16 kHz audio of `samples` for the model.
@@ -481,6 +501,7 @@ impl<M: EndOfTurn> TurnDetector<M> {
         }
         self.audio.clear();
         self.audio_start = 0;
+        self.held.clear();
         self.end_turn();
         self.last_probability = None;
     }
