@@ -140,15 +140,17 @@ fn bad_policies_are_typed_errors() {
     assert_eq!(Eagerness::Auto.policy(), Eagerness::Medium.policy());
 }
 
-/// semantic_vad at `auto` on a few questions of the turn corpus. The bounds are the measured
-/// behaviour with room, not the issue's targets: smart-turn v3.2 barely tells espeak-ng's
-/// mid-sentence pauses from its ends (examples/turn_eval on the whole corpus: "complete" at 54 %
-/// of pauses and 60 % of ends after 200 ms; onnxruntime running pipecat's model gives 60 % and
-/// 60 % on the same windows, scripts/smart_turn_check.py), so `auto` ends the turn at 5 of these
-/// 8 pauses (measured). A detector that ends at every pause, or that leaves most turns to the
-/// longest wait, fails.
+/// semantic_vad at `auto` and `low` on a few questions of the turn corpus (6 with 8
+/// mid-sentence pauses of 300-900 ms, 4 clean). The bounds are the measured behaviour with
+/// room, not the issue's targets: smart-turn v3.2 barely tells espeak-ng's mid-sentence pauses
+/// from its ends (examples/turn_eval on the whole corpus: P >= 0.5 at 54 % of pauses and 60 % of
+/// ends after 200 ms; onnxruntime running pipecat's model gives 60 % and 60 % on the same
+/// windows, scripts/smart_turn_check.py). Measured here: `auto` p50 782 ms, p95 1078 ms, 1/8
+/// pauses ended (whole corpus: 18.8 %); `low` ends none of the 8 (whole corpus: 2.1 %). A
+/// detector that leaves every turn to the longest wait (p50 ~ the wait) fails, and so does one
+/// that ends turns at the pauses.
 #[test]
-fn auto_eagerness_on_the_turn_corpus() {
+fn auto_and_low_eagerness_on_the_turn_corpus() {
     if !common::have_espeak() {
         return;
     }
@@ -157,49 +159,61 @@ fn auto_eagerness_on_the_turn_corpus() {
     };
     let model = Arc::new(model);
     let items = turn::corpus(6, 4, 1).unwrap();
-    let policy = Eagerness::Auto.policy();
-    let outcomes: Vec<turn::Outcome> = items
-        .iter()
-        .map(|item| {
-            let mut d =
-                TurnDetector::new(model.clone(), policy, VadConfig::default(), 16_000).unwrap();
-            let stops_ms = stops(&mut d, &item.audio, 16_000)
-                .into_iter()
-                .filter(|(_, e)| matches!(e, VadEvent::SpeechStopped { .. }))
-                .map(|(t, _)| t)
-                .collect();
-            turn::Outcome { stops_ms }
-        })
-        .collect();
-    let s = turn::score(&items, &outcomes);
-    let p50 = turn::percentile(&s.delays, 50.0).unwrap();
-    let p95 = turn::percentile(&s.delays, 95.0).unwrap();
-    eprintln!(
-        "auto {policy:?}: {} questions, delay p50 {p50} ms, p95 {p95} ms, false ends {}/{} pauses, \
-         other early ends {}, never ended {}",
-        items.len(),
-        s.false_ends,
-        s.pauses,
-        s.early_other,
-        s.no_end
-    );
-    assert_eq!(s.no_end, 0);
-    assert!(s.pauses >= 6);
-    assert!(p95 <= policy.max_silence_ms as i64 + 150, "p95 {p95}");
-    assert!(p50 >= policy.checks[0].silence_ms as i64 - 100, "p50 {p50}");
-    // Most questions end at the pause, on the model's word (measured 268 ms).
-    assert!(p50 <= policy.checks[0].silence_ms as i64 + 150, "p50 {p50}");
-    assert!(
-        s.false_ends as f64 <= FALSE_END_BOUND * s.pauses as f64,
-        "{}/{} mid-sentence pauses ended the turn",
-        s.false_ends,
-        s.pauses
-    );
-    assert_eq!(s.early_other, 0);
+    let auto = Eagerness::Auto.policy();
+    let low = Eagerness::Low.policy();
+    // `auto`: half the questions end by the second check, on the model's word, not the timer's;
+    // `low` leaves most to its longest wait (measured p50 1241 ms).
+    for (eagerness, false_end_bound, p50_bound) in [
+        (Eagerness::Auto, 0.25, auto.checks[1].silence_ms + 150),
+        (Eagerness::Low, 0.125, low.max_silence_ms + 150),
+    ] {
+        let policy = eagerness.policy();
+        let outcomes: Vec<turn::Outcome> = items
+            .iter()
+            .map(|item| {
+                let mut d =
+                    TurnDetector::new(model.clone(), policy, VadConfig::default(), 16_000).unwrap();
+                let stops_ms = stops(&mut d, &item.audio, 16_000)
+                    .into_iter()
+                    .filter(|(_, e)| matches!(e, VadEvent::SpeechStopped { .. }))
+                    .map(|(t, _)| t)
+                    .collect();
+                turn::Outcome { stops_ms }
+            })
+            .collect();
+        let s = turn::score(&items, &outcomes);
+        let p50 = turn::percentile(&s.delays, 50.0).unwrap();
+        let p95 = turn::percentile(&s.delays, 95.0).unwrap();
+        let name = eagerness.as_str();
+        eprintln!(
+            "{name} {policy:?}: {} questions, delay p50 {p50} ms, p95 {p95} ms, false ends \
+             {}/{} pauses, other early ends {}, never ended {}",
+            items.len(),
+            s.false_ends,
+            s.pauses,
+            s.early_other,
+            s.no_end
+        );
+        assert_eq!(s.no_end, 0, "{name}");
+        assert!(s.pauses >= 6);
+        assert!(
+            p95 <= policy.max_silence_ms as i64 + 150,
+            "{name}: p95 {p95}"
+        );
+        assert!(
+            p50 >= policy.checks[0].silence_ms as i64 - 100,
+            "{name}: p50 {p50}"
+        );
+        assert!(p50 <= i64::from(p50_bound), "{name}: p50 {p50}");
+        assert!(
+            s.false_ends as f64 <= false_end_bound * s.pauses as f64,
+            "{name}: {}/{} mid-sentence pauses ended the turn",
+            s.false_ends,
+            s.pauses
+        );
+        assert_eq!(s.early_other, 0, "{name}");
+    }
 }
-
-/// The most mid-sentence pauses `auto` may end a turn at on the small corpus.
-const FALSE_END_BOUND: f64 = 0.75;
 
 /// The deferred API (the server runs the model off its async threads): an ask per check, each
 /// with the turn's audio; an answer ends the turn only if it is the outstanding ask of the
