@@ -546,10 +546,11 @@ async fn a_beta_text_only_session_gets_the_beta_text_events() {
 
 /// `semantic_vad` runs the end-of-turn model (when its weights are installed: the server loads
 /// the same file as `SmartTurn::load_default`): on questions with a 400 ms mid-sentence pause,
-/// appended faster than real time, the server ends turns exactly where the library's
-/// `TurnDetector` with smart-turn does (the server holds the audio that comes while the model
-/// runs, so its answers' timing does not matter), and for some of them not where the silence
-/// fallback (250 ms at `high`) would.
+/// the server ends turns where the library's `TurnDetector` with smart-turn does, and for some
+/// of them not where the silence fallback (250 ms at `high`) would, and some end on the model's
+/// word alone (700 ms of silence after them, less than the longest wait). The audio goes up to the end
+/// of the pause, then the test waits for the model's answer (the server drops an answer that
+/// comes after speech resumed, as the speaker went on), then the rest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
     let test = "semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does";
@@ -562,7 +563,7 @@ async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
     };
     let srv = server().await;
     let dir = scratch("fields-semantic");
-    let mut told_apart = 0;
+    let (mut told_apart, mut ended_by_model) = (0, 0);
     for text in [
         "Could you play some music by the | Beatles?",
         "What is the | capital of Australia?",
@@ -593,7 +594,8 @@ async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
             .process(&x, &mut y);
         let mut pcm: Vec<i16> = vec![0; 24 * 300];
         pcm.extend(y.iter().map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16));
-        pcm.extend(vec![0; 24 * 2_000]);
+        // Less silence after the question than `high`'s longest wait: only the model ends it.
+        pcm.extend(vec![0; 24 * 700]);
         let stops = |events: Vec<voice_activity::VadEvent>| -> Vec<u64> {
             events
                 .into_iter()
@@ -615,7 +617,8 @@ async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
         )
         .unwrap();
         let want = stops(pcm.chunks(2_400).flat_map(|c| d.push(&f(c))).collect());
-        assert!(!want.is_empty());
+        let spoken_ms = (pcm.iter().rposition(|s| s.unsigned_abs() > 33).unwrap() / 24) as u64;
+        ended_by_model += usize::from(want.last().is_some_and(|&e| e + 300 >= spoken_ms));
         let fallback = voice_activity::VadConfig {
             silence_duration_ms: 250,
             ..voice_activity::VadConfig::default()
@@ -628,6 +631,24 @@ async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
         eprintln!("{text:?}: smart-turn ends turns at {want:?} ms, the fallback at {timer:?}");
         told_apart += usize::from(want != timer);
 
+        // The end of the pause: the first quiet run of 300 ms or more after the speech began.
+        let loud = |s: &i16| s.unsigned_abs() > 33;
+        let first = pcm.iter().position(loud).unwrap();
+        let mut quiet = 0;
+        let mut pause_end = pcm.len();
+        for (i, s) in pcm.iter().enumerate().skip(first) {
+            if loud(s) {
+                if quiet >= 24 * 300 {
+                    pause_end = i;
+                    break;
+                }
+                quiet = 0;
+            } else {
+                quiet += 1;
+            }
+        }
+        assert!(pause_end < pcm.len(), "no pause in {text:?}");
+
         let mut ws = connect(&srv, "").await;
         send(
             &mut ws,
@@ -637,13 +658,17 @@ async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
         )
         .await;
         assert_eq!(next(&mut ws).await["type"], "session.updated");
-        for chunk in pcm.chunks(2_400) {
-            let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
-            send(
-                &mut ws,
-                json!({"type": "input_audio_buffer.append", "audio": b64(&bytes)}),
-            )
-            .await;
+        for part in [&pcm[..pause_end], &pcm[pause_end..]] {
+            for chunk in part.chunks(2_400) {
+                let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+                send(
+                    &mut ws,
+                    json!({"type": "input_audio_buffer.append", "audio": b64(&bytes)}),
+                )
+                .await;
+            }
+            // Time for the model's answers (tens of ms each; seconds on a loaded machine).
+            tokio::time::sleep(Duration::from_secs(3)).await;
         }
         let mut got = Vec::new();
         while got.len() < want.len() {
@@ -656,5 +681,6 @@ async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
         assert_eq!(got, want, "{text:?}");
     }
     assert!(told_apart > 0, "no question told the model from the timer");
+    assert!(ended_by_model > 0, "no question ended on the model's word");
     srv.shutdown().await.unwrap();
 }

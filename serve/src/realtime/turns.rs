@@ -563,4 +563,32 @@ mod tests {
         assert_eq!(policy(Eagerness::Auto), policy(Eagerness::Medium));
         assert!(policy(Eagerness::High).max_silence_ms <= policy(Eagerness::Low).max_silence_ms);
     }
+
+    #[test]
+    fn an_explicit_weights_file_must_load() {
+        let dir = std::env::temp_dir().join(format!("turns-weights-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.safetensors");
+        let err = load_end_of_turn(Some(&missing))
+            .err()
+            .expect("a missing file named explicitly");
+        assert!(err.to_string().contains("smart_turn_weights.sh"), "{err}");
+        let broken = dir.join("broken.safetensors");
+        std::fs::write(&broken, b"not a safetensors file").unwrap();
+        assert!(load_end_of_turn(Some(&broken)).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn semantic_vad_without_the_model_is_the_silence_fallback() {
+        let mode = TurnDetection::Semantic(SemanticSettings {
+            eagerness: Eagerness::High,
+            ..SemanticSettings::default()
+        });
+        let mut t = Turns::new(Some(&mode), 16_000, 0, 0, None).unwrap();
+        // A fallback detector has no answers to wait for.
+        let (_, d) = t.detector.as_mut().unwrap();
+        assert!(d.answers().is_none());
+        assert_eq!(mode.silence_settings().silence_duration_ms, 250);
+    }
 }

@@ -251,8 +251,11 @@ pub struct Ask {
 ///
 /// [`TurnDetector::push`] runs the model inline (tens of ms per check). A caller that must not
 /// block that long uses [`TurnDetector::push_deferred`] and [`TurnDetector::answer`] and runs
-/// the model elsewhere: the audio that comes meanwhile is held and heard after the answer, so
-/// the events are the same as inline, only later by the model's run time.
+/// the model elsewhere: the turn then ends when the answer comes, if speech has not come back
+/// meanwhile (an answer after that is stale: the speaker went on), so the events are
+/// [`TurnDetector::push`]'s whenever each answer comes before the speech resumes (the model's
+/// run time, tens of ms, against a pause of hundreds); the longest wait ends the turn whether or
+/// not an answer is out.
 pub struct TurnDetector<M: EndOfTurn = SmartTurn> {
     segmenter: Segmenter,
     model: Arc<M>,
@@ -275,8 +278,6 @@ pub struct TurnDetector<M: EndOfTurn = SmartTurn> {
     pause_end: Option<u64>,
     /// Ids of asks so far.
     asks: u64,
-    /// Input samples that came while an ask was out (fed after its answer).
-    held: Vec<f32>,
     last_probability: Option<f32>,
 }
 
@@ -315,7 +316,6 @@ impl<M: EndOfTurn> TurnDetector<M> {
             pending: None,
             pause_end: None,
             asks: 0,
-            held: Vec::new(),
             last_probability: None,
         })
     }
@@ -329,32 +329,23 @@ impl<M: EndOfTurn> TurnDetector<M> {
     }
 
     /// [`TurnDetector::push`] without running the model: a check that falls due is returned
-    /// as an [`Ask`], and the audio after it (this call's rest and later calls') is held until
-    /// [`TurnDetector::answer`], so that the events are exactly [`TurnDetector::push`]'s
-    /// whenever the answer comes.
+    /// as an [`Ask`] (at most one is outstanding; a later check waits for its answer).
     pub fn push_deferred(&mut self, samples: &[f32]) -> (Vec<VadEvent>, Option<Ask>) {
-        if self.pending.is_some() {
-            self.held.extend_from_slice(samples);
-            return (Vec::new(), None);
-        }
         self.feed(samples, &mut |_| None)
     }
 
-    /// Input samples held while an ask is out.
-    pub fn held(&self) -> usize {
-        self.held.len()
-    }
-
     /// The model's answer `p` to the [`Ask`] `id` of [`TurnDetector::push_deferred`]:
-    /// `SpeechStopped` when `p` reaches its check's threshold, then the events of the audio
-    /// held meanwhile (and the next ask, if one falls due in it). Nothing for an id that is not
-    /// the outstanding ask (the detector was reset since).
+    /// `SpeechStopped` when it is the outstanding ask of the open turn's current silence and
+    /// `p` reaches its check's threshold; nothing for a stale ask (speech came back, the turn
+    /// ended, or the detector was reset); and the next ask when its check fell due while this
+    /// one was out.
     pub fn answer(&mut self, id: u64, p: f32) -> (Vec<VadEvent>, Option<Ask>) {
-        let mut out = self.settle(id, p);
-        let held = std::mem::take(&mut self.held);
-        let (events, ask) = self.feed(&held, &mut |_| None);
-        out.extend(events);
-        (out, ask)
+        let out = self.settle(id, p);
+        if !out.is_empty() {
+            return (out, None);
+        }
+        let next = self.pause_end.and_then(|end| self.due(end));
+        (out, next)
     }
 
     /// Applies the answer `p` to ask `id`: the `SpeechStopped` it gives.
@@ -412,7 +403,8 @@ impl<M: EndOfTurn> TurnDetector<M> {
         model: &mut dyn FnMut(&[f32]) -> Option<f32>,
     ) -> (Vec<VadEvent>, Option<Ask>) {
         let mut out = Vec::new();
-        for (i, chunk) in samples.chunks(self.step).enumerate() {
+        let mut deferred = None;
+        for chunk in samples.chunks(self.step) {
             self.hear(chunk);
             // The segmenter's `Paused` is the first check's silence: where this turn would end.
             for event in self.segmenter.push(chunk) {
@@ -444,17 +436,12 @@ impl<M: EndOfTurn> TurnDetector<M> {
             if let Some(ask) = self.due(audio_end_ms) {
                 match model(&ask.audio) {
                     Some(p) => out.extend(self.settle(ask.id, p)),
-                    None => {
-                        // Deferred: the rest waits for the answer.
-                        self.held.extend_from_slice(
-                            &samples[((i + 1) * self.step).min(samples.len())..],
-                        );
-                        return (out, Some(ask));
-                    }
+                    // Deferred: no other check is asked until its answer.
+                    None => deferred = Some(ask),
                 }
             }
         }
-        (out, None)
+        (out, deferred)
     }
 
     /// Keeps the 16 kHz audio of `samples` for the model.
@@ -503,7 +490,6 @@ impl<M: EndOfTurn> TurnDetector<M> {
         }
         self.audio.clear();
         self.audio_start = 0;
-        self.held.clear();
         self.end_turn();
         self.last_probability = None;
     }
