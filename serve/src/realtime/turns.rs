@@ -327,10 +327,11 @@ impl TurnDetector for SilenceDetector {
 }
 
 /// `semantic_vad` with the end-of-turn model: `voice_activity::TurnDetector`'s deferred API,
-/// each ask run on tokio's blocking pool (tens of ms of CPU: never on the socket's task) and
-/// answered through a channel the socket loop waits on ([`Turns::next_answer`]). The turn ends
-/// when an answer reaches its check's bar, so the model's run time adds to the end-of-turn
-/// delay.
+/// each ask run on tokio's blocking pool (about 150 ms of CPU on a 2-core machine: never on the
+/// socket's task) and answered through a channel the socket loop waits on
+/// ([`Turns::next_answer`]). The turn ends when an answer reaches its check's bar, so the
+/// model's run time adds to the end-of-turn delay; an answer that comes after speech resumed
+/// is dropped (the speaker went on), and the longest wait ends the turn whatever is out.
 pub struct SemanticDetector {
     detector: voice_activity::TurnDetector<SmartTurn>,
     tx: mpsc::UnboundedSender<Answer>,
