@@ -30,16 +30,50 @@ use common::*;
 
 const MODEL: &str = "lfm2-audio-s2s";
 
-/// Whether a missing tool must fail the test (`CI=true`) rather than skip it.
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
+/// Skips (returns `None`, with the `ci-skip` marker) or, in CI, fails: `why` could not be had.
+fn missing<T>(why: &str) -> Option<T> {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("realtime_clients")
+        .to_owned();
+    ci_skip::skip(&test, why);
+    None
 }
 
-/// Skips (returns `None`) or, under `CI=true`, fails: `why` could not be had.
-fn missing<T>(why: &str) -> Option<T> {
-    assert!(!in_ci(), "CI=true and {why}");
-    println!("skipped: {why}");
-    None
+/// Where the server's `semantic_vad` at `auto` puts the first turn of `heard` (24 kHz), ms: the
+/// library's smart-turn detector when its weights are installed (the server loads the same
+/// file), else the segmenter with the eagerness's silence (the server's fallback).
+fn semantic_turn(heard: &[i16]) -> (usize, usize) {
+    use voice_activity::{Eagerness, SmartTurn, TurnDetector, VadConfig, VadEvent};
+    let f: Vec<f32> = heard.iter().map(|&s| f32::from(s) / 32768.0).collect();
+    let events = match SmartTurn::load_default() {
+        Ok(m) => {
+            let mut d = TurnDetector::new(
+                std::sync::Arc::new(m),
+                Eagerness::Auto.policy(),
+                VadConfig::default(),
+                24_000,
+            )
+            .unwrap();
+            f.chunks(2_400).flat_map(|c| d.push(c)).collect::<Vec<_>>()
+        }
+        Err(_) => voice_activity::Segmenter::new(VadConfig::default(), 24_000)
+            .unwrap()
+            .push(&f),
+    };
+    let (mut a, mut b) = (None, None);
+    for e in events {
+        match e {
+            VadEvent::SpeechStarted { audio_start_ms } => {
+                a.get_or_insert(audio_start_ms as usize);
+            }
+            VadEvent::SpeechStopped { audio_end_ms } => {
+                b.get_or_insert(audio_end_ms as usize);
+            }
+            _ => {}
+        }
+    }
+    (a.expect("speech heard"), b.expect("the turn ended"))
 }
 
 /// A Python that imports `modules` (`$LFM2E_PYTHON`, else `python3`).
@@ -517,9 +551,9 @@ async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s(
     let q = [silence(300), speech].concat();
     let srv = server().await;
 
-    // The Agents SDK: the server's turn detection (semantic_vad at `auto`: the segmenter with
-    // 500 ms of silence, the interim rule) hears the question in q.wav and the 3 s of silence
-    // the snippet adds; where it ends depends only on the audio.
+    // The Agents SDK: the server's turn detection (semantic_vad at `auto`: smart-turn's checks,
+    // or without its weights the segmenter with 500 ms of silence) hears the question in q.wav
+    // and the 3 s of silence the snippet adds; where it ends depends only on the audio.
     let dir = scratch("clients-readme-agents");
     std::fs::write(dir.join("q.wav"), wav(&q)).unwrap();
     let code = readme_snippet(
@@ -529,23 +563,7 @@ async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s(
     );
     let got = run_snippet(&py, code, &dir).await;
     let heard = [q.clone(), silence(3_000)].concat();
-    let mut seg =
-        voice_activity::Segmenter::new(voice_activity::VadConfig::default(), 24_000).unwrap();
-    let f: Vec<f32> = heard.iter().map(|&s| f32::from(s) / 32768.0).collect();
-    let events = seg.push(&f);
-    let (mut a, mut b) = (None, None);
-    for e in events {
-        match e {
-            voice_activity::VadEvent::SpeechStarted { audio_start_ms } => {
-                a.get_or_insert(audio_start_ms as usize);
-            }
-            voice_activity::VadEvent::SpeechStopped { audio_end_ms } => {
-                b.get_or_insert(audio_end_ms as usize);
-            }
-            _ => {}
-        }
-    }
-    let (a, b) = (a.expect("speech heard"), b.expect("the turn ended"));
+    let (a, b) = semantic_turn(&heard);
     let want = library_replies(
         vec![wav(&heard[a * 24..b * 24])],
         Some("You are a helpful voice assistant."),
