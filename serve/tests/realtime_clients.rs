@@ -26,6 +26,7 @@ use serde_json::Value;
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, S2sOptions, S2sRequest, Session, SessionOptions, QUESTION_ID,
 };
+use common::realtime::*;
 use common::*;
 
 const MODEL: &str = "lfm2-audio-s2s";
@@ -93,60 +94,11 @@ fn python_with(modules: &str, packages: &str) -> Option<String> {
     }
 }
 
-/// Speech by espeak-ng at 24 kHz (PCM16).
+/// Speech by espeak-ng at 24 kHz (PCM16); without espeak-ng a skip (a failure in CI).
 fn speech_24k(text: &str) -> Option<Vec<i16>> {
     let dir = scratch(&format!("clients-espeak-{}", text.len()));
-    let path = dir.join("s.wav");
-    let ok = Command::new("espeak-ng")
-        .args(["-v", "en-us", "-w"])
-        .arg(&path)
-        .arg(text)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return missing("no espeak-ng (the spoken questions): apt-get install espeak-ng");
-    }
-    let mut r = hound::WavReader::open(&path).unwrap();
-    let rate = r.spec().sample_rate;
-    let x: Vec<f32> = r
-        .samples::<i16>()
-        .map(|s| f32::from(s.unwrap()) / 32768.0)
-        .collect();
-    let mut y = Vec::new();
-    voice_activity::Resampler::new(rate, 24_000)
-        .unwrap()
-        .process(&x, &mut y);
-    Some(
-        y.iter()
-            .map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16)
-            .collect(),
-    )
-}
-
-/// Silence, `ms` long at 24 kHz.
-fn silence(ms: usize) -> Vec<i16> {
-    vec![0; ms * 24]
-}
-
-fn pcm_bytes(s: &[i16]) -> Vec<u8> {
-    s.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// 24 kHz PCM16 as a WAV, written here with hound (not the server's writer).
-fn wav(s: &[i16]) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 24_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for &v in s {
-        w.write_sample(v).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
+    espeak_24k(&dir.join("s.wav"), &["-v", "en-us"], text)
+        .or_else(|| missing("no espeak-ng (the spoken questions): apt-get install espeak-ng"))
 }
 
 /// The library's replies (PCM16 bytes) to `turns` (question WAVs) in one conversation, with
@@ -288,7 +240,7 @@ async fn the_agents_sdk_at_its_defaults_answers_a_spoken_question_with_speech() 
     assert!(!got.is_empty(), "no audio came back");
     // The agent's instructions are the session's system prompt.
     let want = library_replies(
-        vec![wav(&stream[a * 24..b * 24])],
+        vec![wav_24k(&stream[a * 24..b * 24])],
         Some("You are a helpful voice assistant."),
     )
     .await;
@@ -446,7 +398,7 @@ async fn livekit_without_turn_detection_commits_generates_and_interrupts() {
     );
     // The first reply is the library's S2S of the committed question with those instructions.
     let got = std::fs::read(dir.join("reply.pcm")).unwrap();
-    let want = library_replies(vec![wav(&q)], Some("Answer in one short sentence.")).await;
+    let want = library_replies(vec![wav_24k(&q)], Some("Answer in one short sentence.")).await;
     assert_eq!(got.len(), want[0].len());
     assert!(got == want[0], "LiveKit's audio differs from the library's");
     srv.shutdown().await.unwrap();
@@ -499,7 +451,7 @@ async fn livekit_at_its_defaults_hears_the_turn_and_answers_it() {
     let done = received(&report, "response.done");
     assert_finished(&done[0]["response"]);
     let got = std::fs::read(dir.join("reply.pcm")).unwrap();
-    let want = library_replies(vec![wav(&stream[a * 24..b * 24])], None).await;
+    let want = library_replies(vec![wav_24k(&stream[a * 24..b * 24])], None).await;
     assert_eq!(got.len(), want[0].len());
     assert!(got == want[0], "LiveKit's audio differs from the library's");
     srv.shutdown().await.unwrap();
@@ -555,7 +507,7 @@ async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s(
     // or without its weights the segmenter with 500 ms of silence) hears the question in q.wav
     // and the 3 s of silence the snippet adds; where it ends depends only on the audio.
     let dir = scratch("clients-readme-agents");
-    std::fs::write(dir.join("q.wav"), wav(&q)).unwrap();
+    std::fs::write(dir.join("q.wav"), wav_24k(&q)).unwrap();
     let code = readme_snippet(
         "The OpenAI Agents SDK (`pip install openai-agents`)",
         "ws://127.0.0.1:8080/v1",
@@ -565,7 +517,7 @@ async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s(
     let heard = [q.clone(), silence(3_000)].concat();
     let (a, b) = semantic_turn(&heard);
     let want = library_replies(
-        vec![wav(&heard[a * 24..b * 24])],
+        vec![wav_24k(&heard[a * 24..b * 24])],
         Some("You are a helpful voice assistant."),
     )
     .await;
@@ -574,14 +526,14 @@ async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s(
 
     // LiveKit, turn detection off: the commit holds all of q.wav.
     let dir = scratch("clients-readme-livekit");
-    std::fs::write(dir.join("q.wav"), wav(&q)).unwrap();
+    std::fs::write(dir.join("q.wav"), wav_24k(&q)).unwrap();
     let code = readme_snippet(
         "LiveKit Agents' OpenAI realtime client",
         "http://127.0.0.1:8080/v1",
         &format!("http://{}/v1", srv.addr),
     );
     let got = run_snippet(&py, code, &dir).await;
-    let want = library_replies(vec![wav(&q)], None).await;
+    let want = library_replies(vec![wav_24k(&q)], None).await;
     assert_eq!(got.len(), want[0].len());
     assert!(got == want[0], "the LiveKit snippet's reply differs");
     srv.shutdown().await.unwrap();

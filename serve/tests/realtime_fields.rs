@@ -11,55 +11,10 @@ mod common;
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
 
+use common::realtime::*;
 use common::*;
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-const MODEL: &str = "lfm2-audio-s2s";
-
-async fn connect(srv: &serve::Running, query: &str) -> Ws {
-    let url = format!("ws://{}/v1/realtime?model={MODEL}{query}", srv.addr);
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    let hello = next(&mut ws).await;
-    assert_eq!(hello["type"], "session.created", "{hello}");
-    ws
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.unwrap();
-}
-
-/// The next server event (within 60 s).
-async fn next(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
-            .await
-            .expect("a server event within 60 s")
-            .expect("the socket is open")
-            .unwrap();
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).unwrap();
-        }
-    }
-}
-
-/// Events up to and including the first of type `kind`.
-async fn until(ws: &mut Ws, kind: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    loop {
-        let e = next(ws).await;
-        let done = e["type"] == kind;
-        out.push(e);
-        if done {
-            return out;
-        }
-    }
-}
 
 /// Sends `v` and expects its `error` event naming `param`; then checks that the socket still
 /// answers (a `session.update` that changes nothing).
@@ -401,26 +356,11 @@ async fn semantic_vad_commits_and_answers_a_turn_ended_by_silence() {
     if ci_skip::require_tool(test, "espeak-ng", "apt-get install espeak-ng").is_none() {
         return;
     }
-    let ok = std::process::Command::new("espeak-ng")
-        .args(["-v", "en-us", "-w"])
-        .arg(&path)
-        .arg("How far away is the moon?")
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "espeak-ng failed");
-    let mut r = hound::WavReader::open(&path).unwrap();
-    let rate = r.spec().sample_rate;
-    let x: Vec<f32> = r
-        .samples::<i16>()
-        .map(|s| f32::from(s.unwrap()) / 32768.0)
-        .collect();
-    let mut y = Vec::new();
-    voice_activity::Resampler::new(rate, 24_000)
-        .unwrap()
-        .process(&x, &mut y);
-    let mut pcm: Vec<i16> = vec![0; 24 * 300];
-    pcm.extend(y.iter().map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16));
-    pcm.extend(vec![0; 24 * 1_500]);
+    let speech =
+        espeak_24k(&path, &["-v", "en-us"], "How far away is the moon?").expect("espeak-ng failed");
+    let mut pcm: Vec<i16> = silence(300);
+    pcm.extend(speech);
+    pcm.extend(silence(1_500));
 
     let srv = server().await;
     let mut ws = connect(&srv, "").await;
@@ -575,27 +515,11 @@ async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
             "<speak>{}</speak>",
             text.replace('|', "<break time=\"400ms\"/>")
         );
-        let ok = std::process::Command::new("espeak-ng")
-            .args(["-m", "-v", "en-us", "-w"])
-            .arg(&path)
-            .arg(&ssml)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "espeak-ng failed");
-        let mut r = hound::WavReader::open(&path).unwrap();
-        let rate = r.spec().sample_rate;
-        let x: Vec<f32> = r
-            .samples::<i16>()
-            .map(|s| f32::from(s.unwrap()) / 32768.0)
-            .collect();
-        let mut y = Vec::new();
-        voice_activity::Resampler::new(rate, 24_000)
-            .unwrap()
-            .process(&x, &mut y);
-        let mut pcm: Vec<i16> = vec![0; 24 * 300];
-        pcm.extend(y.iter().map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16));
+        let speech = espeak_24k(&path, &["-m", "-v", "en-us"], &ssml).expect("espeak-ng failed");
+        let mut pcm: Vec<i16> = silence(300);
+        pcm.extend(speech);
         // Less silence after the question than `high`'s longest wait: only the model ends it.
-        pcm.extend(vec![0; 24 * 700]);
+        pcm.extend(silence(700));
         let stops = |events: Vec<voice_activity::VadEvent>| -> Vec<u64> {
             events
                 .into_iter()

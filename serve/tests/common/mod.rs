@@ -3,6 +3,7 @@
 //! SSE reader, metrics lines and the tools some tests need from the system.
 #![allow(dead_code)]
 
+pub mod realtime;
 pub mod webdriver;
 
 use std::io::BufRead;
