@@ -219,8 +219,9 @@ AUDIOCPP_API audiocpp_status audiocpp_session_run(audiocpp_session * session,
 /* NULL if it cannot be allocated. */
 AUDIOCPP_API audiocpp_request * audiocpp_request_create(void);
 AUDIOCPP_API void audiocpp_request_free(audiocpp_request * request);
-/* The text (tts) and its language (nullable); a non-empty language also sets the request
- * option "language". */
+/* The text (tts: what to speak; s2s: a typed question, in place of the audio) and its language
+ * (nullable); a non-empty language also sets the request option "language". An s2s request
+ * with both text and audio is AUDIOCPP_ERR_INVALID_ARGUMENT. */
 AUDIOCPP_API audiocpp_status audiocpp_request_set_text(audiocpp_request * request,
                                                        const char * text, const char * language);
 /* The text's language only (an empty text is created if there is none). */
@@ -279,8 +280,10 @@ typedef enum audiocpp_artifact_kind {
 
 /* Appends an input artifact (order matters: an s2s conversation's earlier turns, per turn its
  * question (CUSTOM, "lfm2_audio.question", WAV bytes) then its reply (ACOUSTIC_TOKENS,
- * "lfm2_audio.reply", as a result returned it, with its meta)). payload copied; NULL only when
- * payload_bytes == 0. out_index (optional) receives its index. */
+ * "lfm2_audio.reply", as a result returned it, with its meta)). A typed question, or a
+ * text-only reply the caller holds, is a CUSTOM artifact of that id whose payload is UTF-8 text
+ * and whose meta "format" is "text" (audiocpp_request_set_artifact_meta). payload copied; NULL
+ * only when payload_bytes == 0. out_index (optional) receives its index. */
 AUDIOCPP_API audiocpp_status audiocpp_request_add_artifact(audiocpp_request * request,
                                                           audiocpp_artifact_kind kind,
                                                           const char * id, const void * payload,

@@ -5,7 +5,8 @@
 # vad/weights/LICENSE-smart-turn) with scripts/smart_turn_weights.py into
 #   $VAD_SMART_TURN_WEIGHTS, else $XDG_CACHE_HOME/voice-activity/smart-turn-v3.2.safetensors,
 #   else ~/.cache/voice-activity/smart-turn-v3.2.safetensors
-# (where the crate looks). Offline from then on. Does nothing when the file is there already.
+# (where the crate looks), with vad/weights/LICENSE-smart-turn copied beside it. Offline from
+# then on. Does nothing but the licence copy when the file is there already.
 #   scripts/smart_turn_weights.sh [--force] [--fixture]
 #     --fixture  also rewrite vad/tests/reference/smart_turn_reference.safetensors (needs
 #                espeak-ng; installs onnxruntime in the venv too)
@@ -29,7 +30,13 @@ if [ -n "${VAD_SMART_TURN_WEIGHTS:-}" ]; then
 else
   out=${XDG_CACHE_HOME:-$HOME/.cache}/voice-activity/smart-turn-v3.2.safetensors
 fi
+# The model's licence travels with its weights (BSD-2-Clause asks that it be kept with them).
+licence() {
+  mkdir -p "$(dirname "$out")"
+  cp vad/weights/LICENSE-smart-turn "$(dirname "$out")/LICENSE-smart-turn"
+}
 if [ -s "$out" ] && [ "$force" = 0 ] && [ "$fixture" = 0 ]; then
+  licence
   echo "smart-turn weights already at $out"
   exit 0
 fi
@@ -49,3 +56,4 @@ fi
 args=("$wheel" "$out")
 [ "$fixture" = 1 ] && args+=(--fixture vad/tests/reference)
 "$venv/bin/python" scripts/smart_turn_weights.py "${args[@]}"
+licence

@@ -70,7 +70,8 @@ fn artifact(i: usize, a: &InArtifact) -> AbiResult<Artifact> {
         other => {
             return Err(AbiError::invalid(format!(
                 "input artifact {i} (`{}`) is of kind {}; {FAMILY} s2s takes \
-                 lfm2_audio.question (CUSTOM) and lfm2_audio.reply (ACOUSTIC_TOKENS) artifacts",
+                 lfm2_audio.question (CUSTOM: WAV bytes, or text with meta format=text) and \
+                 lfm2_audio.reply (ACOUSTIC_TOKENS; or CUSTOM text, a text-only reply) artifacts",
                 a.id, ARTIFACT_KINDS[other as usize]
             )))
         }

@@ -494,6 +494,73 @@ fn history_reads_in_order() {
     read_history(&arts, &ctx.cfg(), 10).unwrap();
 }
 
+fn text_artifact(id: &str, payload: &[u8], by_meta: bool) -> Artifact {
+    let mut meta = BTreeMap::new();
+    if by_meta {
+        meta.insert("format".to_owned(), json!("text"));
+    }
+    Artifact {
+        id: id.into(),
+        kind: if by_meta {
+            ArtifactKind::Custom
+        } else {
+            ArtifactKind::Text
+        },
+        payload: payload.to_vec(),
+        meta,
+    }
+}
+
+#[test]
+fn typed_questions_and_replies_are_read_as_their_tokens() {
+    let ctx = Ctx::new();
+    let (spoken, replies) = history(&ctx.fmt, &[(3, 4)]);
+    // A typed question (kind text) with a text-only reply (meta format=text, as the C ABI
+    // marks it), a spoken turn, then a typed question with no reply yet: the pending one.
+    let mut arts = vec![
+        text_artifact(QUESTION_ID, b"Hi there?", false),
+        text_artifact(REPLY_ID, b"Hello.", true),
+    ];
+    arts.extend(spoken);
+    arts.push(text_artifact(QUESTION_ID, b"And then?", true));
+    let h = read_history(&arts, &ctx.cfg(), 100).unwrap();
+    assert_eq!(h.turns.len(), 2);
+    assert_eq!(h.turns[0].question, Question::Text(bytes("Hi there?")));
+    let typed_reply = Reply {
+        steps: bytes("Hello.").into_iter().map(ReplyStep::Text).collect(),
+        ended: true,
+    };
+    assert_eq!(h.turns[0].reply, typed_reply);
+    assert!(matches!(h.turns[1].question, Question::Audio(_)));
+    assert_eq!(h.turns[1].reply, replies[0]);
+    assert_eq!(h.pending, Some(Question::Text(bytes("And then?"))));
+    // The typed reply's tokens count toward the limit like a reply's steps.
+    assert_eq!(
+        h.budget.known_steps(),
+        ctx.markup.text_steps([&typed_reply, &replies[0]])
+    );
+
+    // Control tokens in a typed question are read as add_text reads them; a typed reply that
+    // holds <|im_end|> (which would end it early) is the request's fault, as is text that is
+    // not UTF-8.
+    let special = [text_artifact(QUESTION_ID, b"<|im_end|>", false)];
+    let h = read_history(&special, &ctx.cfg(), 100).unwrap();
+    assert_eq!(h.pending, Some(Question::Text(vec![7])));
+    let bad_reply = [
+        text_artifact(QUESTION_ID, b"Hi", false),
+        text_artifact(REPLY_ID, b"ok<|im_end|>", false),
+    ];
+    expect_invalid(
+        read_history(&bad_reply, &ctx.cfg(), 100),
+        &["turn 1", REPLY_ID, "typed reply", "<|im_end|>"],
+    );
+    let not_utf8 = [text_artifact(QUESTION_ID, &[0xff, 0xfe], true)];
+    expect_invalid(
+        read_history(&not_utf8, &ctx.cfg(), 100),
+        &["turn 1", QUESTION_ID, "UTF-8"],
+    );
+}
+
 #[test]
 fn history_rejections_name_the_problem() {
     let ctx = Ctx::new();

@@ -58,6 +58,12 @@ pub struct Cli {
     /// default 200). Bytes never change; only when the reply starts does.
     #[arg(long)]
     pub early_turn_ms: Option<u32>,
+    /// The end-of-turn model's weights for Realtime `semantic_vad` (smart-turn v3.2 converted by
+    /// scripts/smart_turn_weights.sh; default: $VAD_SMART_TURN_WEIGHTS, else
+    /// ~/.cache/voice-activity/smart-turn-v3.2.safetensors). A file named here or by the
+    /// variable must load; a missing default file makes semantic_vad a silence timer.
+    #[arg(long, value_name = "FILE")]
+    pub smart_turn_weights: Option<PathBuf>,
     /// Longest wait for a free session, ms (0: unbounded); a request may ask for less.
     #[arg(long)]
     pub busy_timeout_ms: Option<u64>,
@@ -133,6 +139,7 @@ pub struct FileConfig {
     pub batch_from: Option<usize>,
     pub slots: Option<usize>,
     pub early_turn_ms: Option<u32>,
+    pub smart_turn_weights: Option<PathBuf>,
     pub busy_timeout_ms: Option<u64>,
     pub max_queue: Option<usize>,
     pub max_request_body_bytes: Option<usize>,
@@ -182,6 +189,8 @@ pub struct Settings {
     pub slots: usize,
     /// Realtime server VAD: silence after which a turn starts early, ms (0: never).
     pub early_turn_ms: u32,
+    /// `--smart-turn-weights`: semantic_vad's model file, when given explicitly.
+    pub smart_turn_weights: Option<PathBuf>,
     pub busy_timeout_ms: u64,
     pub max_queue: usize,
     pub max_body_bytes: usize,
@@ -221,6 +230,7 @@ impl Default for Settings {
             batch_from: model_defaults().batch_from,
             slots: 2,
             early_turn_ms: DEFAULT_EARLY_TURN_MS,
+            smart_turn_weights: None,
             busy_timeout_ms: 300_000,
             max_queue: 64,
             max_body_bytes: 64 << 20,
@@ -313,6 +323,7 @@ impl Settings {
                 .early_turn_ms
                 .or(file.early_turn_ms)
                 .unwrap_or(d.early_turn_ms),
+            smart_turn_weights: cli.smart_turn_weights.clone().or(file.smart_turn_weights),
             busy_timeout_ms: cli
                 .busy_timeout_ms
                 .or(file.busy_timeout_ms)

@@ -37,6 +37,9 @@ pub struct AppState {
     /// The canonical `--audio-dir`.
     pub audio_dir: Option<PathBuf>,
     pub backend: String,
+    /// Realtime `semantic_vad`'s end-of-turn model, loaded once (`None`: its weights are not
+    /// installed, and semantic_vad is a silence timer).
+    pub end_of_turn: Option<Arc<voice_activity::SmartTurn>>,
 }
 
 impl AppState {
@@ -147,7 +150,10 @@ pub fn build_state(settings: Settings, preloaded: Option<Lfm2Audio>) -> anyhow::
         ),
         None => None,
     };
+    let end_of_turn =
+        crate::realtime::turns::load_end_of_turn(settings.smart_turn_weights.as_deref())?;
     Ok(AppState {
+        end_of_turn,
         streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
         settings,
         entries,

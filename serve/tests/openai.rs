@@ -1,12 +1,16 @@
 //! The OpenAI-compatible routes: response shapes field by field; chat multi-turn through the
 //! `lfm2_audio_reply` extension gives the same bytes as the task route; streamed chat and
 //! speech add up to their offline responses; speech (every format, streamed or not) and the
-//! tts task route give the Rust library's TTS audio byte for byte.
+//! tts task route give the Rust library's TTS audio byte for byte; conversations mixing typed
+//! and spoken turns (chat and the s2s task route) give the library's reply bytes.
 
 mod common;
 
 use audio_engine::lfm2_audio::internals::task_calls::*;
-use audio_engine::lfm2_audio::{SamplerConfig, TtsOptions, Voice};
+use audio_engine::lfm2_audio::{
+    Artifact, ArtifactKind, AudioInput, Request, RequestContext, SamplerConfig, Task, TtsOptions,
+    Voice, QUESTION_ID, REPLY_ID,
+};
 use serde_json::{json, Value};
 
 use common::*;
@@ -288,8 +292,8 @@ async fn chat_completions_multi_turn_and_streamed() {
         artifacts.push(question_artifact(&question(turn)));
         artifacts.push(reply);
     }
-    // Errors: an assistant turn without its reply artifact, text parts, a bad modality.
-    let no_reply = json!({"messages": [user(0), {"role": "assistant", "content": "hi"}, user(1)]});
+    // Errors: an assistant turn with neither its reply artifact nor text, a bad modality.
+    let no_reply = json!({"messages": [user(0), {"role": "assistant", "content": null}, user(1)]});
     assert!(expect_error(
         c.post(&u).json(&no_reply).send().await.unwrap(),
         400,
@@ -297,15 +301,6 @@ async fn chat_completions_multi_turn_and_streamed() {
     )
     .await
     .contains("lfm2_audio_reply"));
-    let text_part =
-        json!({"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]});
-    assert!(expect_error(
-        c.post(&u).json(&text_part).send().await.unwrap(),
-        400,
-        "invalid_request_error"
-    )
-    .await
-    .contains("text parts"));
     let modality = json!({"modalities": ["video"], "messages": [user(0)]});
     assert!(expect_error(
         c.post(&u).json(&modality).send().await.unwrap(),
@@ -523,5 +518,198 @@ async fn speech_and_the_tts_task_give_the_librarys_bytes() {
         unb64(run["audio"].as_str().unwrap()) == default_wav,
         "the tts task without a voice_id differs from the library's default voice"
     );
+    srv.shutdown().await.unwrap();
+}
+
+/// The library's reply to one s2s turn as the chat route asks for it (`max_tokens`, `seed`,
+/// the reply artifact returned): its text, its audio as the route's WAV, its artifact.
+fn library_s2s(
+    history: Vec<Artifact>,
+    text: Option<&str>,
+    audio: Option<Vec<u8>>,
+    max_tokens: usize,
+    seed: u64,
+) -> (String, Vec<u8>, Artifact) {
+    let req = Request {
+        history,
+        text: text.map(str::to_owned),
+        audio: audio.map(AudioInput::Wav),
+        ..Request::new(Task::S2s)
+    }
+    .option("max_tokens", json!(max_tokens))
+    .option("seed", json!(seed))
+    .option("return_codes", json!(true));
+    let job = req
+        .resolve(&RequestContext::new("en", 60.0))
+        .expect("a valid request")
+        .job;
+    let o = model().run(&job, &mut |_| true).unwrap();
+    (
+        o.text,
+        reference_wav(&o.audio),
+        o.artifact.expect("return_codes"),
+    )
+}
+
+fn typed_artifact(id: &str, text: &str) -> Artifact {
+    Artifact {
+        id: id.into(),
+        kind: ArtifactKind::Text,
+        payload: text.as_bytes().to_vec(),
+        meta: Default::default(),
+    }
+}
+
+fn spoken_artifact(wav: Vec<u8>) -> Artifact {
+    Artifact {
+        id: QUESTION_ID.into(),
+        kind: ArtifactKind::Custom,
+        payload: wav,
+        meta: Default::default(),
+    }
+}
+
+/// A chat completion's message checked against the library's reply, byte for byte.
+fn assert_library_reply(m: &Value, lib: &(String, Vec<u8>, Artifact), what: &str) {
+    assert_eq!(m["content"], lib.0.as_str(), "{what}: text");
+    assert_eq!(
+        unb64(m["audio"]["data"].as_str().unwrap()),
+        lib.1,
+        "{what}: audio"
+    );
+    let reply = &m["lfm2_audio_reply"];
+    assert_eq!(reply["id"], REPLY_ID, "{what}");
+    assert_eq!(
+        unb64(reply["payload"].as_str().unwrap()),
+        lib.2.payload,
+        "{what}: reply codes"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_turns_give_the_librarys_bytes() {
+    const MAX: usize = 24;
+    const SEED: u64 = 9;
+    const Q1: &str = "What is the weather like today?";
+    const R1: &str = "Sunny, I think.";
+    const Q3: &str = "Thanks! And tomorrow?";
+    let srv = server().await;
+    let c = reqwest::Client::new();
+    let u = url(&srv, "/v1/chat/completions");
+    let chat = |messages: Value| {
+        json!({"model": "lfm2-audio-s2s", "modalities": ["text", "audio"], "messages": messages,
+               "max_completion_tokens": MAX, "seed": SEED})
+    };
+
+    // Turn 1, typed: string content.
+    let r1 = post_json(&c, &u, &chat(json!([{"role": "user", "content": Q1}]))).await;
+    let lib1 = tokio::task::spawn_blocking(|| library_s2s(Vec::new(), Some(Q1), None, MAX, SEED))
+        .await
+        .unwrap();
+    assert_library_reply(&r1["choices"][0]["message"], &lib1, "typed first turn");
+    let t1 = post_json(
+        &c,
+        &url(&srv, "/v1/tasks/run"),
+        &task(
+            "lfm2-audio-s2s",
+            json!({"text": Q1, "max_tokens": MAX, "seed": SEED, "options": {"return_codes": true}}),
+        ),
+    )
+    .await;
+    assert_eq!(t1["text"], lib1.0.as_str());
+    assert_eq!(unb64(t1["audio"].as_str().unwrap()), lib1.1);
+
+    // Turn 2, spoken, after a typed turn answered by a text-only assistant message.
+    let messages2 = json!([
+        {"role": "user", "content": Q1},
+        {"role": "assistant", "content": R1},
+        user(0),
+    ]);
+    let r2 = post_json(&c, &u, &chat(messages2.clone())).await;
+    let history2 = vec![
+        typed_artifact(QUESTION_ID, Q1),
+        typed_artifact(REPLY_ID, R1),
+    ];
+    let lib2 = {
+        let h = history2.clone();
+        tokio::task::spawn_blocking(move || library_s2s(h, None, Some(question(0)), MAX, SEED))
+            .await
+            .unwrap()
+    };
+    let m2 = &r2["choices"][0]["message"];
+    assert_library_reply(m2, &lib2, "spoken turn after typed ones");
+    // The typed turn is in the prompt: the same question alone is another prompt.
+    let alone = post_json(&c, &u, &chat(json!([user(0)]))).await;
+    assert!(
+        r2["usage"]["prompt_tokens"].as_u64().unwrap()
+            > alone["usage"]["prompt_tokens"].as_u64().unwrap()
+    );
+
+    // Turn 3, typed as text parts, after the spoken turn and its reply artifact.
+    let mut messages3 = messages2.as_array().unwrap().clone();
+    messages3.push(json!({"role": "assistant", "content": m2["content"],
+                          "lfm2_audio_reply": m2["lfm2_audio_reply"]}));
+    messages3.push(json!({"role": "user", "content": [{"type": "text", "text": Q3}]}));
+    let r3 = post_json(&c, &u, &chat(Value::Array(messages3))).await;
+    let mut history3 = history2.clone();
+    history3.push(spoken_artifact(question(0)));
+    history3.push(lib2.2.clone());
+    let lib3 = {
+        let h = history3.clone();
+        tokio::task::spawn_blocking(move || library_s2s(h, Some(Q3), None, MAX, SEED))
+            .await
+            .unwrap()
+    };
+    assert_library_reply(&r3["choices"][0]["message"], &lib3, "typed third turn");
+    // The same turn on the task route: typed artifacts are kind text, the question is `text`.
+    let t3 = post_json(
+        &c,
+        &url(&srv, "/v1/tasks/run"),
+        &task(
+            "lfm2-audio-s2s",
+            json!({"text": Q3, "max_tokens": MAX, "seed": SEED, "options": {"return_codes": true},
+            "artifacts": [
+                {"id": QUESTION_ID, "kind": "text", "payload": b64(Q1.as_bytes())},
+                {"id": REPLY_ID, "kind": "text", "payload": b64(R1.as_bytes())},
+                question_artifact(&question(0)),
+                m2["lfm2_audio_reply"],
+            ]}),
+        ),
+    )
+    .await;
+    assert_eq!(t3["text"], lib3.0.as_str());
+    assert_eq!(unb64(t3["audio"].as_str().unwrap()), lib3.1);
+    assert_eq!(
+        unb64(t3["artifacts"][0]["payload"].as_str().unwrap()),
+        lib3.2.payload
+    );
+
+    // A user message both spoken and typed, an empty one, an assistant turn with neither reply.
+    let both = json!([{"role": "user", "content": [
+        {"type": "text", "text": "hi"},
+        {"type": "input_audio", "input_audio": {"data": b64(&question(0)), "format": "wav"}}]}]);
+    assert!(expect_error(
+        c.post(&u).json(&chat(both)).send().await.unwrap(),
+        400,
+        "invalid_request_error"
+    )
+    .await
+    .contains("not both"));
+    let empty = json!([{"role": "user", "content": "  "}]);
+    assert!(expect_error(
+        c.post(&u).json(&chat(empty)).send().await.unwrap(),
+        400,
+        "invalid_request_error"
+    )
+    .await
+    .contains("empty"));
+    let bare = json!([user(0), {"role": "assistant"}, user(1)]);
+    assert!(expect_error(
+        c.post(&u).json(&chat(bare)).send().await.unwrap(),
+        400,
+        "invalid_request_error"
+    )
+    .await
+    .contains("lfm2_audio_reply"));
     srv.shutdown().await.unwrap();
 }

@@ -11,7 +11,7 @@ mod common;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
@@ -21,12 +21,8 @@ use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions,
     QUESTION_ID,
 };
+use common::realtime::*;
 use common::*;
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-const MODEL: &str = "lfm2-audio-s2s";
 
 /// A deterministic 24 kHz question, different per `i` (1 s + 0.25 s per i).
 fn question_pcm(i: usize) -> Vec<i16> {
@@ -34,27 +30,6 @@ fn question_pcm(i: usize) -> Vec<i16> {
     (0..n)
         .map(|t| ((((t * (5 + 2 * i)) % 600) as i32 - 300) * 50) as i16)
         .collect()
-}
-
-fn pcm_bytes(s: &[i16]) -> Vec<u8> {
-    s.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// The question as a 24 kHz 16-bit WAV, written here with hound (not the server's writer).
-fn question_wav(s: &[i16]) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 24_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for &v in s {
-        w.write_sample(v).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
 }
 
 fn question_artifact(wav: &[u8]) -> Artifact {
@@ -75,45 +50,6 @@ fn request(question: &[u8], history: Vec<Artifact>, max: usize) -> S2sRequest {
             max_new_tokens: max,
             ..S2sOptions::default()
         },
-    }
-}
-
-async fn connect(srv: &serve::Running, query: &str) -> Ws {
-    let url = format!("ws://{}/v1/realtime?model={MODEL}{query}", srv.addr);
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    let hello = next(&mut ws).await;
-    assert_eq!(hello["type"], "session.created", "{hello}");
-    ws
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.unwrap();
-}
-
-/// The next server event (within 60 s).
-async fn next(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
-            .await
-            .expect("a server event within 60 s")
-            .expect("the socket is open")
-            .unwrap();
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).unwrap();
-        }
-    }
-}
-
-/// Events up to and including the first of type `kind`.
-async fn until(ws: &mut Ws, kind: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    loop {
-        let e = next(ws).await;
-        let done = e["type"] == kind;
-        out.push(e);
-        if done {
-            return out;
-        }
     }
 }
 
@@ -363,7 +299,7 @@ async fn a_cancelled_truncated_reply_is_the_history_of_the_next_turn() {
     // The library: the first reply generated as far as the cut needs, cut there with
     // truncate_reply, then a fresh session answers the second question given that history.
     let model = model();
-    let (w0, w1) = (question_wav(&q0), question_wav(&q1));
+    let (w0, w1) = (wav_24k(&q0), wav_24k(&q1));
     let expected = tokio::task::spawn_blocking(move || {
         let mut s = Session::new(model.clone(), SessionOptions::default());
         let mut samples = 0usize;
@@ -585,7 +521,7 @@ async fn sdk_two_turns(py: &str, streams: [Vec<i16>; 2], vad: bool) {
     let questions: Vec<Vec<u8>> = (0..2)
         .map(|i| {
             if !vad {
-                return question_wav(&streams[i]);
+                return wav_24k(&streams[i]);
             }
             let h = &report["turns"][i]["heard"];
             let (a, b) = (
@@ -593,7 +529,7 @@ async fn sdk_two_turns(py: &str, streams: [Vec<i16>; 2], vad: bool) {
                 h["end_ms"].as_u64().unwrap(),
             );
             println!("turn {i}: the VAD heard {a}..{b} ms");
-            question_wav(&all[a as usize * 24..b as usize * 24])
+            wav_24k(&all[a as usize * 24..b as usize * 24])
         })
         .collect();
     let model = model();
@@ -704,7 +640,7 @@ async fn the_readme_realtime_example_runs_and_its_reply_equals_the_library_s2s()
         .expect("the example sets max_output_tokens");
     let dir = scratch("realtime-readme");
     let q = question_pcm(2);
-    std::fs::write(dir.join("q.wav"), question_wav(&q)).unwrap();
+    std::fs::write(dir.join("q.wav"), wav_24k(&q)).unwrap();
     std::fs::write(dir.join("example.py"), &code).unwrap();
     let mut cmd = Command::new(&py);
     cmd.arg("example.py").current_dir(&dir);
@@ -719,7 +655,7 @@ async fn the_readme_realtime_example_runs_and_its_reply_equals_the_library_s2s()
     );
     let got = std::fs::read(dir.join("reply.pcm")).unwrap();
     let model = model();
-    let w = question_wav(&q);
+    let w = wav_24k(&q);
     let want = tokio::task::spawn_blocking(move || {
         let mut s = Session::new(model, SessionOptions::default());
         let r = s.s2s(&request(&w, vec![], max)).unwrap();
@@ -739,31 +675,7 @@ async fn the_readme_realtime_example_runs_and_its_reply_equals_the_library_s2s()
 /// Speech by espeak-ng at 24 kHz (PCM16), or `None` without espeak-ng.
 fn speech_24k(text: &str) -> Option<Vec<i16>> {
     let dir = scratch(&format!("espeak-{}", text.len()));
-    let path = dir.join("s.wav");
-    let ok = Command::new("espeak-ng")
-        .args(["-v", "en-us", "-w"])
-        .arg(&path)
-        .arg(text)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return None;
-    }
-    let mut r = hound::WavReader::open(&path).unwrap();
-    let rate = r.spec().sample_rate;
-    let x: Vec<f32> = r
-        .samples::<i16>()
-        .map(|s| f32::from(s.unwrap()) / 32768.0)
-        .collect();
-    let mut y = Vec::new();
-    voice_activity::Resampler::new(rate, 24_000)
-        .unwrap()
-        .process(&x, &mut y);
-    Some(
-        y.iter()
-            .map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16)
-            .collect(),
-    )
+    espeak_24k(&dir.join("s.wav"), &["-v", "en-us"], text)
 }
 
 /// `s` without its quiet end (below -50 dBFS).
@@ -774,11 +686,6 @@ fn trim_end(mut s: Vec<i16>) -> Vec<i16> {
         .map_or(0, |i| i + 1);
     s.truncate(loud);
     s
-}
-
-/// Silence, `ms` long at 24 kHz.
-fn silence(ms: usize) -> Vec<i16> {
-    vec![0; ms * 24]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -845,7 +752,7 @@ async fn server_vad_commits_answers_and_is_interrupted_by_speech() {
     assert_ne!(done["status"], "failed", "{done}");
     // The question is the audio between the VAD's marks: the library's S2S of it, byte for byte.
     let q0 = stream[a as usize * 24..b as usize * 24].to_vec();
-    let w0 = question_wav(&q0);
+    let w0 = wav_24k(&q0);
     let model = model();
     let want = tokio::task::spawn_blocking(move || {
         let mut s = Session::new(model, SessionOptions::default());
@@ -1008,7 +915,7 @@ async fn vad_turn(
         b as usize * 24 > all.len() - parts.last().unwrap().len(),
         "the turn ends in the last part ({a}..{b} ms)"
     );
-    let question = question_wav(&all[a as usize * 24..b as usize * 24]);
+    let question = wav_24k(&all[a as usize * 24..b as usize * 24]);
     let (got, done) = response_audio(&events);
     assert_eq!(done["status"], "incomplete", "{done}");
     srv.shutdown().await.unwrap();

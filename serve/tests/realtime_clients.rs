@@ -27,20 +27,55 @@ use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, S2sOptions, S2sRequest, Session, SessionOptions, QUESTION_ID,
 };
+use common::realtime::*;
 use common::*;
 
 const MODEL: &str = "lfm2-audio-s2s";
 
-/// Whether a missing tool must fail the test (`CI=true`) rather than skip it.
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| v == "true")
+/// Skips (returns `None`, with the `ci-skip` marker) or, in CI, fails: `why` could not be had.
+fn missing<T>(why: &str) -> Option<T> {
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("realtime_clients")
+        .to_owned();
+    ci_skip::skip(&test, why);
+    None
 }
 
-/// Skips (returns `None`) or, under `CI=true`, fails: `why` could not be had.
-fn missing<T>(why: &str) -> Option<T> {
-    assert!(!in_ci(), "CI=true and {why}");
-    println!("skipped: {why}");
-    None
+/// Where the server's `semantic_vad` at `auto` puts the first turn of `heard` (24 kHz), ms: the
+/// library's smart-turn detector when its weights are installed (the server loads the same
+/// file), else the segmenter with the eagerness's silence (the server's fallback).
+fn semantic_turn(heard: &[i16]) -> (usize, usize) {
+    use voice_activity::{Eagerness, SmartTurn, TurnDetector, VadConfig, VadEvent};
+    let f: Vec<f32> = heard.iter().map(|&s| f32::from(s) / 32768.0).collect();
+    let events = match SmartTurn::load_default() {
+        Ok(m) => {
+            let mut d = TurnDetector::new(
+                std::sync::Arc::new(m),
+                Eagerness::Auto.policy(),
+                VadConfig::default(),
+                24_000,
+            )
+            .unwrap();
+            f.chunks(2_400).flat_map(|c| d.push(c)).collect::<Vec<_>>()
+        }
+        Err(_) => voice_activity::Segmenter::new(VadConfig::default(), 24_000)
+            .unwrap()
+            .push(&f),
+    };
+    let (mut a, mut b) = (None, None);
+    for e in events {
+        match e {
+            VadEvent::SpeechStarted { audio_start_ms } => {
+                a.get_or_insert(audio_start_ms as usize);
+            }
+            VadEvent::SpeechStopped { audio_end_ms } => {
+                b.get_or_insert(audio_end_ms as usize);
+            }
+            _ => {}
+        }
+    }
+    (a.expect("speech heard"), b.expect("the turn ended"))
 }
 
 /// A Python that imports `modules` (`$LFM2E_PYTHON`, else `python3`).
@@ -60,60 +95,11 @@ fn python_with(modules: &str, packages: &str) -> Option<String> {
     }
 }
 
-/// Speech by espeak-ng at 24 kHz (PCM16).
+/// Speech by espeak-ng at 24 kHz (PCM16); without espeak-ng a skip (a failure in CI).
 fn speech_24k(text: &str) -> Option<Vec<i16>> {
     let dir = scratch(&format!("clients-espeak-{}", text.len()));
-    let path = dir.join("s.wav");
-    let ok = Command::new("espeak-ng")
-        .args(["-v", "en-us", "-w"])
-        .arg(&path)
-        .arg(text)
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        return missing("no espeak-ng (the spoken questions): apt-get install espeak-ng");
-    }
-    let mut r = hound::WavReader::open(&path).unwrap();
-    let rate = r.spec().sample_rate;
-    let x: Vec<f32> = r
-        .samples::<i16>()
-        .map(|s| f32::from(s.unwrap()) / 32768.0)
-        .collect();
-    let mut y = Vec::new();
-    voice_activity::Resampler::new(rate, 24_000)
-        .unwrap()
-        .process(&x, &mut y);
-    Some(
-        y.iter()
-            .map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16)
-            .collect(),
-    )
-}
-
-/// Silence, `ms` long at 24 kHz.
-fn silence(ms: usize) -> Vec<i16> {
-    vec![0; ms * 24]
-}
-
-fn pcm_bytes(s: &[i16]) -> Vec<u8> {
-    s.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
-
-/// 24 kHz PCM16 as a WAV, written here with hound (not the server's writer).
-fn wav(s: &[i16]) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 24_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for &v in s {
-        w.write_sample(v).unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
+    espeak_24k(&dir.join("s.wav"), &["-v", "en-us"], text)
+        .or_else(|| missing("no espeak-ng (the spoken questions): apt-get install espeak-ng"))
 }
 
 /// The library's replies (PCM16 bytes) to `turns` (question WAVs) in one conversation, with
@@ -255,7 +241,7 @@ async fn the_agents_sdk_at_its_defaults_answers_a_spoken_question_with_speech() 
     assert!(!got.is_empty(), "no audio came back");
     // The agent's instructions are the session's system prompt.
     let want = library_replies(
-        vec![wav(&stream[a * 24..b * 24])],
+        vec![wav_24k(&stream[a * 24..b * 24])],
         Some("You are a helpful voice assistant."),
     )
     .await;
@@ -413,7 +399,7 @@ async fn livekit_without_turn_detection_commits_generates_and_interrupts() {
     );
     // The first reply is the library's S2S of the committed question with those instructions.
     let got = std::fs::read(dir.join("reply.pcm")).unwrap();
-    let want = library_replies(vec![wav(&q)], Some("Answer in one short sentence.")).await;
+    let want = library_replies(vec![wav_24k(&q)], Some("Answer in one short sentence.")).await;
     assert_eq!(got.len(), want[0].len());
     assert!(got == want[0], "LiveKit's audio differs from the library's");
     srv.shutdown().await.unwrap();
@@ -466,7 +452,7 @@ async fn livekit_at_its_defaults_hears_the_turn_and_answers_it() {
     let done = received(&report, "response.done");
     assert_finished(&done[0]["response"]);
     let got = std::fs::read(dir.join("reply.pcm")).unwrap();
-    let want = library_replies(vec![wav(&stream[a * 24..b * 24])], None).await;
+    let want = library_replies(vec![wav_24k(&stream[a * 24..b * 24])], None).await;
     assert_eq!(got.len(), want[0].len());
     assert!(got == want[0], "LiveKit's audio differs from the library's");
     srv.shutdown().await.unwrap();
@@ -518,11 +504,11 @@ async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s(
     let q = [silence(300), speech].concat();
     let srv = server().await;
 
-    // The Agents SDK: the server's turn detection (semantic_vad at `auto`: the segmenter with
-    // 500 ms of silence, the interim rule) hears the question in q.wav and the 3 s of silence
-    // the snippet adds; where it ends depends only on the audio.
+    // The Agents SDK: the server's turn detection (semantic_vad at `auto`: smart-turn's checks,
+    // or without its weights the segmenter with 500 ms of silence) hears the question in q.wav
+    // and the 3 s of silence the snippet adds; where it ends depends only on the audio.
     let dir = scratch("clients-readme-agents");
-    std::fs::write(dir.join("q.wav"), wav(&q)).unwrap();
+    std::fs::write(dir.join("q.wav"), wav_24k(&q)).unwrap();
     let code = readme_snippet(
         "The OpenAI Agents SDK (`pip install openai-agents`)",
         "ws://127.0.0.1:8080/v1",
@@ -530,25 +516,9 @@ async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s(
     );
     let got = run_snippet(&py, code, &dir).await;
     let heard = [q.clone(), silence(3_000)].concat();
-    let mut seg =
-        voice_activity::Segmenter::new(voice_activity::VadConfig::default(), 24_000).unwrap();
-    let f: Vec<f32> = heard.iter().map(|&s| f32::from(s) / 32768.0).collect();
-    let events = seg.push(&f);
-    let (mut a, mut b) = (None, None);
-    for e in events {
-        match e {
-            voice_activity::VadEvent::SpeechStarted { audio_start_ms } => {
-                a.get_or_insert(audio_start_ms as usize);
-            }
-            voice_activity::VadEvent::SpeechStopped { audio_end_ms } => {
-                b.get_or_insert(audio_end_ms as usize);
-            }
-            _ => {}
-        }
-    }
-    let (a, b) = (a.expect("speech heard"), b.expect("the turn ended"));
+    let (a, b) = semantic_turn(&heard);
     let want = library_replies(
-        vec![wav(&heard[a * 24..b * 24])],
+        vec![wav_24k(&heard[a * 24..b * 24])],
         Some("You are a helpful voice assistant."),
     )
     .await;
@@ -557,14 +527,14 @@ async fn the_readme_client_snippets_run_and_their_replies_equal_the_library_s2s(
 
     // LiveKit, turn detection off: the commit holds all of q.wav.
     let dir = scratch("clients-readme-livekit");
-    std::fs::write(dir.join("q.wav"), wav(&q)).unwrap();
+    std::fs::write(dir.join("q.wav"), wav_24k(&q)).unwrap();
     let code = readme_snippet(
         "LiveKit Agents' OpenAI realtime client",
         "http://127.0.0.1:8080/v1",
         &format!("http://{}/v1", srv.addr),
     );
     let got = run_snippet(&py, code, &dir).await;
-    let want = library_replies(vec![wav(&q)], None).await;
+    let want = library_replies(vec![wav_24k(&q)], None).await;
     assert_eq!(got.len(), want[0].len());
     assert!(got == want[0], "the LiveKit snippet's reply differs");
     srv.shutdown().await.unwrap();

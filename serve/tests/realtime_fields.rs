@@ -11,55 +11,10 @@ mod common;
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio_tungstenite::tungstenite::Message;
 
+use common::realtime::*;
 use common::*;
-
-type Ws =
-    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
-
-const MODEL: &str = "lfm2-audio-s2s";
-
-async fn connect(srv: &serve::Running, query: &str) -> Ws {
-    let url = format!("ws://{}/v1/realtime?model={MODEL}{query}", srv.addr);
-    let (mut ws, _) = tokio_tungstenite::connect_async(url).await.unwrap();
-    let hello = next(&mut ws).await;
-    assert_eq!(hello["type"], "session.created", "{hello}");
-    ws
-}
-
-async fn send(ws: &mut Ws, v: Value) {
-    ws.send(Message::text(v.to_string())).await.unwrap();
-}
-
-/// The next server event (within 60 s).
-async fn next(ws: &mut Ws) -> Value {
-    loop {
-        let m = tokio::time::timeout(Duration::from_secs(60), ws.next())
-            .await
-            .expect("a server event within 60 s")
-            .expect("the socket is open")
-            .unwrap();
-        if let Message::Text(t) = m {
-            return serde_json::from_str(t.as_str()).unwrap();
-        }
-    }
-}
-
-/// Events up to and including the first of type `kind`.
-async fn until(ws: &mut Ws, kind: &str) -> Vec<Value> {
-    let mut out = Vec::new();
-    loop {
-        let e = next(ws).await;
-        let done = e["type"] == kind;
-        out.push(e);
-        if done {
-            return out;
-        }
-    }
-}
 
 /// Sends `v` and expects its `error` event naming `param`; then checks that the socket still
 /// answers (a `session.update` that changes nothing).
@@ -397,33 +352,15 @@ async fn semantic_vad_commits_and_answers_a_turn_ended_by_silence() {
     // espeak-ng question of the other tests is used when it is there.
     let dir = scratch("fields-espeak");
     let path = dir.join("s.wav");
-    let ok = std::process::Command::new("espeak-ng")
-        .args(["-v", "en-us", "-w"])
-        .arg(&path)
-        .arg("How far away is the moon?")
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "CI=true and no espeak-ng"
-        );
-        println!("skipped: no espeak-ng");
+    let test = "semantic_vad_commits_and_answers_a_turn_ended_by_silence";
+    if ci_skip::require_tool(test, "espeak-ng", "apt-get install espeak-ng").is_none() {
         return;
     }
-    let mut r = hound::WavReader::open(&path).unwrap();
-    let rate = r.spec().sample_rate;
-    let x: Vec<f32> = r
-        .samples::<i16>()
-        .map(|s| f32::from(s.unwrap()) / 32768.0)
-        .collect();
-    let mut y = Vec::new();
-    voice_activity::Resampler::new(rate, 24_000)
-        .unwrap()
-        .process(&x, &mut y);
-    let mut pcm: Vec<i16> = vec![0; 24 * 300];
-    pcm.extend(y.iter().map(|v| (v.clamp(-1.0, 1.0) * 32767.0) as i16));
-    pcm.extend(vec![0; 24 * 1_500]);
+    let speech =
+        espeak_24k(&path, &["-v", "en-us"], "How far away is the moon?").expect("espeak-ng failed");
+    let mut pcm: Vec<i16> = silence(300);
+    pcm.extend(speech);
+    pcm.extend(silence(1_500));
 
     let srv = server().await;
     let mut ws = connect(&srv, "").await;
@@ -544,5 +481,130 @@ async fn a_beta_text_only_session_gets_the_beta_text_events() {
     let done = &events.last().unwrap()["response"];
     assert_eq!(done["output_modalities"], json!(["text"]));
     assert_eq!(done["output"][0]["content"][0]["type"], "output_text");
+    srv.shutdown().await.unwrap();
+}
+
+/// `semantic_vad` runs the end-of-turn model (when its weights are installed: the server loads
+/// the same file as `SmartTurn::load_default`): on questions with a 400 ms mid-sentence pause,
+/// the server ends turns where the library's `TurnDetector` with smart-turn does, and for some
+/// of them not where the silence fallback (250 ms at `high`) would, and some end on the model's
+/// word alone (700 ms of silence after them, less than the longest wait). The audio goes up to the end
+/// of the pause, then the test waits for the model's answer (the server drops an answer that
+/// comes after speech resumed, as the speaker went on), then the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does() {
+    let test = "semantic_vad_ends_turns_where_the_librarys_smart_turn_detector_does";
+    if ci_skip::require_tool(test, "espeak-ng", "apt-get install espeak-ng").is_none() {
+        return;
+    }
+    let model = match voice_activity::SmartTurn::load_default() {
+        Ok(m) => std::sync::Arc::new(m),
+        Err(e) => return ci_skip::skip(test, &e.to_string()),
+    };
+    let srv = server().await;
+    let dir = scratch("fields-semantic");
+    let (mut told_apart, mut ended_by_model) = (0, 0);
+    for text in [
+        "Could you play some music by the | Beatles?",
+        "What is the | capital of Australia?",
+        "Set an alarm for seven | thirty tomorrow morning.",
+        "Turn off the lights in the kitchen and | the living room.",
+    ] {
+        let path = dir.join("s.wav");
+        let ssml = format!(
+            "<speak>{}</speak>",
+            text.replace('|', "<break time=\"400ms\"/>")
+        );
+        let speech = espeak_24k(&path, &["-m", "-v", "en-us"], &ssml).expect("espeak-ng failed");
+        let mut pcm: Vec<i16> = silence(300);
+        pcm.extend(speech);
+        // Less silence after the question than `high`'s longest wait: only the model ends it.
+        pcm.extend(silence(700));
+        let stops = |events: Vec<voice_activity::VadEvent>| -> Vec<u64> {
+            events
+                .into_iter()
+                .filter_map(|e| match e {
+                    voice_activity::VadEvent::SpeechStopped { audio_end_ms } => Some(audio_end_ms),
+                    _ => None,
+                })
+                .collect()
+        };
+        let f = |c: &[i16]| -> Vec<f32> { c.iter().map(|&s| f32::from(s) / 32768.0).collect() };
+
+        // The library, inline, in the server's 100 ms appends; and the fallback timer.
+        let eagerness = voice_activity::Eagerness::High;
+        let mut d = voice_activity::TurnDetector::new(
+            model.clone(),
+            eagerness.policy(),
+            voice_activity::VadConfig::default(),
+            24_000,
+        )
+        .unwrap();
+        let want = stops(pcm.chunks(2_400).flat_map(|c| d.push(&f(c))).collect());
+        let spoken_ms = (pcm.iter().rposition(|s| s.unsigned_abs() > 33).unwrap() / 24) as u64;
+        ended_by_model += usize::from(want.last().is_some_and(|&e| e + 300 >= spoken_ms));
+        let fallback = voice_activity::VadConfig {
+            silence_duration_ms: 250,
+            ..voice_activity::VadConfig::default()
+        };
+        let timer = stops(
+            voice_activity::Segmenter::new(fallback, 24_000)
+                .unwrap()
+                .push(&f(&pcm)),
+        );
+        eprintln!("{text:?}: smart-turn ends turns at {want:?} ms, the fallback at {timer:?}");
+        told_apart += usize::from(want != timer);
+
+        // The end of the pause: the first quiet run of 300 ms or more after the speech began.
+        let loud = |s: &i16| s.unsigned_abs() > 33;
+        let first = pcm.iter().position(loud).unwrap();
+        let mut quiet = 0;
+        let mut pause_end = pcm.len();
+        for (i, s) in pcm.iter().enumerate().skip(first) {
+            if loud(s) {
+                if quiet >= 24 * 300 {
+                    pause_end = i;
+                    break;
+                }
+                quiet = 0;
+            } else {
+                quiet += 1;
+            }
+        }
+        assert!(pause_end < pcm.len(), "no pause in {text:?}");
+
+        let mut ws = connect(&srv, "").await;
+        send(
+            &mut ws,
+            json!({"type": "session.update", "session": {"audio": {"input": {"turn_detection":
+                {"type": "semantic_vad", "eagerness": eagerness.as_str(),
+                 "create_response": false, "interrupt_response": false}}}}}),
+        )
+        .await;
+        assert_eq!(next(&mut ws).await["type"], "session.updated");
+        for part in [&pcm[..pause_end], &pcm[pause_end..]] {
+            for chunk in part.chunks(2_400) {
+                let bytes: Vec<u8> = chunk.iter().flat_map(|v| v.to_le_bytes()).collect();
+                send(
+                    &mut ws,
+                    json!({"type": "input_audio_buffer.append", "audio": b64(&bytes)}),
+                )
+                .await;
+            }
+            // Time for the model's answers (tens of ms each; seconds on a loaded machine).
+            tokio::time::sleep(Duration::from_secs(3)).await;
+        }
+        let mut got = Vec::new();
+        while got.len() < want.len() {
+            let e = next(&mut ws).await;
+            assert_ne!(e["type"], "error", "{e}");
+            if e["type"] == "input_audio_buffer.speech_stopped" {
+                got.push(e["audio_end_ms"].as_u64().unwrap());
+            }
+        }
+        assert_eq!(got, want, "{text:?}");
+    }
+    assert!(told_apart > 0, "no question told the model from the timer");
+    assert!(ended_by_model > 0, "no question ended on the model's word");
     srv.shutdown().await.unwrap();
 }

@@ -17,7 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use turn::{Item, Outcome};
 use voice_activity::{
-    Eagerness, EndOfTurnPolicy, Segmenter, SmartTurn, TurnDetector, VadConfig, VadEvent,
+    Check, Eagerness, EndOfTurnPolicy, Segmenter, SmartTurn, TurnDetector, VadConfig, VadEvent,
 };
 
 /// This thread's CPU time in ms (user + system, from /proc; 10 ms ticks).
@@ -97,6 +97,38 @@ fn main() -> Result<()> {
         started.elapsed().as_secs_f64()
     );
     let vad = VadConfig::default();
+    // TURN_EVAL_CURVE=file: P(complete) at every mid-sentence pause and question end after
+    // 100, 200, ... 1000 ms of silence (as far as the pause goes), one line per window, to study
+    // decision rules offline: `item kind index silence_ms pause_len_ms p`.
+    if let Some(path) = std::env::var_os("TURN_EVAL_CURVE") {
+        use std::io::Write;
+        let mut f = std::fs::File::create(path)?;
+        for (n, item) in items.iter().enumerate() {
+            let start = item.audio.iter().position(|s| s.abs() > 1e-3).unwrap_or(0);
+            let from = start.saturating_sub(vad.prefix_padding_ms as usize * 16);
+            let mut windows: Vec<(&str, usize, usize)> = item
+                .pauses
+                .iter()
+                .map(|&(a, b)| ("pause", a, b - a))
+                .collect();
+            windows.push(("end", item.speech_end, item.audio.len() - item.speech_end));
+            for (k, (kind, at, len)) in windows.into_iter().enumerate() {
+                for silence in (100..=1000).step_by(100) {
+                    let upto = at + silence * turn::RATE / 1000;
+                    if upto > at + len {
+                        break;
+                    }
+                    let p = model.probability(&item.audio[from..upto]);
+                    writeln!(
+                        f,
+                        "{n}\t{kind}\t{k}\t{silence}\t{}\t{p}",
+                        len * 1000 / turn::RATE
+                    )?;
+                }
+            }
+        }
+        return Ok(());
+    }
     let mut rows = Vec::new();
     for silence in [200u32, 500] {
         let config = VadConfig {
@@ -121,31 +153,43 @@ fn main() -> Result<()> {
             .iter()
             .map(|e| {
                 let p = e.policy();
+                let [a, b] = p.checks;
                 (
                     format!(
-                        "semantic_vad {} (pause {} ms, P >= {}, wait <= {} ms)",
+                        "semantic_vad {} (P >= {} at {} ms, >= {} at {} ms, wait <= {} ms)",
                         e.as_str(),
-                        p.pause_ms,
-                        p.threshold,
+                        a.threshold,
+                        a.silence_ms,
+                        b.threshold,
+                        b.silence_ms,
                         p.max_silence_ms
                     ),
                     p,
                 )
             })
             .collect();
-    // Other settings, to show what each knob does.
-    for (pause_ms, threshold, max_silence_ms) in std::env::args().skip(1).filter_map(|a| {
+    // Other settings, to show what each knob does: `MS1,P1,MS2,P2,MAX` arguments (then only
+    // those run, beside server_vad, and the model-alone sweep is skipped).
+    let only_args = std::env::args().len() > 1;
+    if only_args {
+        policies.clear();
+    }
+    for v in std::env::args().skip(1).filter_map(|a| {
         let v: Vec<f64> = a.split(',').filter_map(|x| x.parse().ok()).collect();
-        (v.len() == 3).then(|| (v[0] as u32, v[1] as f32, v[2] as u32))
+        (v.len() == 5).then_some(v)
     }) {
+        let check = |ms: f64, p: f64| Check {
+            silence_ms: ms as u32,
+            threshold: p as f32,
+        };
         policies.push((
             format!(
-                "semantic_vad (pause {pause_ms} ms, P >= {threshold}, wait <= {max_silence_ms} ms)"
+                "semantic_vad (P >= {} at {} ms, >= {} at {} ms, wait <= {} ms)",
+                v[1], v[0], v[3], v[2], v[4]
             ),
             EndOfTurnPolicy {
-                pause_ms,
-                threshold,
-                max_silence_ms,
+                checks: [check(v[0], v[1]), check(v[2], v[3])],
+                max_silence_ms: v[4] as u32,
             },
         ));
     }
@@ -170,7 +214,8 @@ fn main() -> Result<()> {
     // on the same clips with onnxruntime: scripts/smart_turn_check.py).
     let dump = std::env::var_os("TURN_EVAL_DUMP").map(std::path::PathBuf::from);
     let mut sweep = Vec::new();
-    for pause_ms in [100usize, 200, 300] {
+    let sweep_pauses: &[usize] = if only_args { &[] } else { &[100, 200, 300] };
+    for &pause_ms in sweep_pauses {
         let (mut at_pauses, mut at_ends) = (Vec::new(), Vec::new());
         for item in &items {
             let start = item.audio.iter().position(|s| s.abs() > 1e-3).unwrap_or(0);

@@ -30,11 +30,12 @@ pub enum VadError {
         /// Why it could not be read.
         reason: String,
     },
-    /// An end-of-turn policy whose pause is not shorter than its longest wait (or is 0).
-    #[error("end-of-turn pause {pause_ms} ms must be positive and shorter than the longest wait {max_silence_ms} ms")]
+    /// An end-of-turn policy whose checks are not positive, growing and shorter than its
+    /// longest wait.
+    #[error("end-of-turn checks at {checks_ms:?} ms of silence must be positive, growing and shorter than the longest wait {max_silence_ms} ms")]
     InvalidPolicy {
-        /// The pause at which the model is asked.
-        pause_ms: u32,
+        /// The silences at which the model is asked.
+        checks_ms: [u32; 2],
         /// The silence after which the turn ends anyway.
         max_silence_ms: u32,
     },

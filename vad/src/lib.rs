@@ -51,6 +51,6 @@ pub use error::VadError;
 pub use resample::{Resampler, CLASSIFIER_RATE};
 pub use segmenter::{Segmenter, VadEvent, MIN_SPEECH_MS};
 pub use turn::{
-    Eagerness, EndOfTurn, EndOfTurnPolicy, SmartTurn, SmartTurnWeights, TurnDetector, FRAMES, MELS,
-    WEIGHTS_ENV, WEIGHTS_FILE, WINDOW_SAMPLES,
+    Ask, Check, Eagerness, EndOfTurn, EndOfTurnPolicy, SmartTurn, SmartTurnWeights, TurnDetector,
+    FRAMES, MELS, WEIGHTS_ENV, WEIGHTS_FILE, WINDOW_SAMPLES,
 };

@@ -215,6 +215,15 @@ impl<C: Classifier> Segmenter<C> {
         self.turn = TurnState::default();
     }
 
+    /// How long the open turn has been silent since its last speech frame, ms (0 outside a
+    /// turn and while speech goes on): what [`crate::TurnDetector`] times its checks by.
+    pub fn silence_ms(&self) -> u32 {
+        if !self.turn.in_speech {
+            return 0;
+        }
+        u32::try_from(self.turn.silence / SAMPLES_PER_MS).unwrap_or(u32::MAX)
+    }
+
     /// Whether a `SpeechStarted` is open (no `SpeechStopped` after it yet).
     pub fn in_speech(&self) -> bool {
         self.turn.in_speech

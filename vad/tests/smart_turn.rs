@@ -2,7 +2,9 @@
 //! reference clips (vad/tests/reference, made by `scripts/smart_turn_weights.sh --fixture`).
 //!
 //! Needs the converted weights (`scripts/smart_turn_weights.sh`): without them the tests skip
-//! with a message, and fail under `CI=true`.
+//! with the `ci-skip` marker, and fail in CI.
+
+mod common;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -14,19 +16,9 @@ const REFERENCE: &str = concat!(
     "/tests/reference/smart_turn_reference.safetensors"
 );
 
-/// The model, or `None` (a skip) where the weights are not installed outside CI.
+/// The model, or `None` (a `ci-skip` skip; a failure in CI) where the weights are not installed.
 fn model() -> Option<SmartTurn> {
-    match SmartTurn::load_default() {
-        Ok(m) => Some(m),
-        Err(e @ VadError::TurnWeightsMissing { .. }) => {
-            if std::env::var("CI").is_ok_and(|v| v == "true") {
-                panic!("CI=true and {e}");
-            }
-            eprintln!("skipping: {e}");
-            None
-        }
-        Err(e) => panic!("{e}"),
-    }
+    common::smart_turn()
 }
 
 /// A tensor of the reference file as raw little-endian bytes, with its dtype.

@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 pub mod bindings;
 pub mod install;
+pub mod licences;
 
 /// The workspace root (xtask lives one level below it).
 pub fn workspace_root() -> PathBuf {

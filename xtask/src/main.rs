@@ -2,6 +2,8 @@
 //!
 //! - `bindings`: regenerate `ggml-sys/src/*.rs` and `llama-sys/src/bindings.rs` (needs libclang).
 //! - `export-tree DIR`: write the patched upstream tree to DIR, for CMake builds without Rust.
+//! - `licences`: the licence and ban check of what ships against `deny.toml`, offline (after
+//!   `cargo fetch --locked`); cargo-deny's `check licenses bans` without building cargo-deny.
 //! - `install --prefix DIR [--debug | --lib-dir DIR]`: build the C library (release unless
 //!   `--debug`; `--lib-dir` takes already built libraries from a directory, e.g. `target/<profile>/deps`)
 //!   and install `lib/libaudiocpp.{so,a}`, `include/audiocpp.h` (+ `lfm2e.h`) and
@@ -28,12 +30,28 @@ fn main() -> Result<()> {
             Ok(())
         }
         ["export-tree", dir] => export_tree(Path::new(dir)),
+        ["licences"] => licences(),
         ["install", rest @ ..] => install(rest),
         _ => bail!(
-            "usage: cargo run -p xtask -- bindings | export-tree DIR | install --prefix DIR \
+            "usage: cargo run -p xtask -- bindings | export-tree DIR | licences | install --prefix DIR \
              [--debug | --lib-dir DIR]"
         ),
     }
+}
+
+fn licences() -> Result<()> {
+    let (problems, n) = xtask::licences::check_workspace(&xtask::workspace_root())?;
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    if !problems.is_empty() {
+        bail!(
+            "{} licence/ban problems in {n} shipped crates (deny.toml)",
+            problems.len()
+        );
+    }
+    println!("licences: {n} shipped crates, every licence allowed by deny.toml, no ban broken");
+    Ok(())
 }
 
 fn export_tree(dest: &Path) -> Result<()> {

@@ -26,7 +26,7 @@ use crate::tasks::{
 use crate::work::{Finished, Msg};
 use crate::AppState;
 
-use super::chat_body::{chat_conversation, chat_output, ChatBody};
+use super::chat_body::{chat_conversation, chat_output, ChatBody, Question};
 use super::collect::collect;
 
 static IDS: AtomicU64 = AtomicU64::new(1);
@@ -68,15 +68,23 @@ pub async fn chat(
     }
 }
 
-/// The engine's job for a chat body: the conversation's last user message as the question, the
-/// earlier turns as history (the reply artifact always returned, for the next turn), and the
-/// sampling options (`limit` as the server's `max_tokens`).
+/// The engine's job for a chat body: the conversation's last user message as the question
+/// (spoken: the request's audio; typed: its text), the earlier turns as history (the reply
+/// artifact always returned, for the next turn), and the sampling options (`limit` as the
+/// server's `max_tokens`).
 fn chat_job(headers: &HeaderMap, b: &ChatBody, ctx: &RequestContext) -> Result<Prepared, ApiError> {
     let (system, history, question) = chat_conversation(b)?;
-    let first = history
-        .first()
-        .map(|a| a.payload.clone())
-        .unwrap_or_else(|| question.clone());
+    // why the first question's bytes (WAV or text): every turn of a conversation starts with
+    // them, so its turns find the session that holds its prefill.
+    let first = match (history.first(), &question) {
+        (Some(a), _) => a.payload.clone(),
+        (None, Question::Spoken(wav)) => wav.clone(),
+        (None, Question::Typed(text)) => text.as_bytes().to_vec(),
+    };
+    let (audio, text) = match question {
+        Question::Spoken(wav) => (Some(AudioInput::Wav(wav)), None),
+        Question::Typed(text) => (None, Some(text)),
+    };
     let key = conversation_key(headers, Some(&first));
     let mut options = sampling_options(
         b.max_completion_tokens.or(b.max_tokens),
@@ -87,7 +95,8 @@ fn chat_job(headers: &HeaderMap, b: &ChatBody, ctx: &RequestContext) -> Result<P
     // why: a chat reply always returns its artifact, for the next turn.
     options.insert(RETURN_CODES.into(), serde_json::Value::Bool(true).into());
     let req = Request {
-        audio: Some(AudioInput::Wav(question)),
+        audio,
+        text,
         history,
         system_prompt: system,
         options,

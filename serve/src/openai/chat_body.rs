@@ -1,6 +1,6 @@
 //! A chat completion's body: its fields, the output it asks for, and the conversation its
-//! messages hold (the system prompt, the earlier turns as artifacts, the new spoken question),
-//! each checked before a model is involved.
+//! messages hold (the system prompt, the earlier turns as artifacts, the new question, spoken
+//! or typed), each checked before a model is involved.
 
 use std::collections::BTreeMap;
 
@@ -73,14 +73,59 @@ struct ChatMessage {
     name: Option<String>,
 }
 
-/// The WAV bytes of a user message's `input_audio` part (text parts are refused: S2S takes
-/// speech).
-fn user_audio(m: &ChatMessage, i: usize) -> Result<Vec<u8>, ApiError> {
+/// A user message's question: spoken (WAV bytes) or typed (its text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Question {
+    /// An `input_audio` part's WAV bytes.
+    Spoken(Vec<u8>),
+    /// String content, or the message's `text` parts joined by newlines.
+    Typed(String),
+}
+
+impl Question {
+    /// The history artifact of the question once a reply follows it.
+    fn into_artifact(self) -> Artifact {
+        let (kind, payload) = match self {
+            Question::Spoken(wav) => (ArtifactKind::Custom, wav),
+            Question::Typed(text) => (ArtifactKind::Text, text.into_bytes()),
+        };
+        Artifact {
+            id: QUESTION_ID.into(),
+            kind,
+            payload,
+            meta: BTreeMap::new(),
+        }
+    }
+}
+
+/// The text of a message's `text` parts (`{"type":"text","text":...}`), joined by newlines, or
+/// `None` when it has none.
+fn text_parts(parts: &[Value], i: usize) -> Result<Option<String>, ApiError> {
+    let mut texts = Vec::new();
+    for (j, p) in parts.iter().enumerate() {
+        if p.get("type").and_then(Value::as_str) == Some("text") {
+            let t = p.get("text").and_then(Value::as_str).ok_or_else(|| {
+                ApiError::invalid(format!(
+                    "messages[{i}].content[{j}]: a text part needs a string `text`"
+                ))
+            })?;
+            texts.push(t);
+        }
+    }
+    Ok((!texts.is_empty()).then(|| texts.join("\n")))
+}
+
+/// A user message's question: its `input_audio` part (one, base64 WAV), or its text (string
+/// content or `text` parts); a message with both, or with neither, is refused (a turn asks one
+/// question).
+fn user_question(m: &ChatMessage, i: usize) -> Result<Question, ApiError> {
     let parts = match &m.content {
+        Some(Value::String(s)) => return typed(s, i),
         Some(Value::Array(p)) => p,
         _ => {
             return Err(ApiError::invalid(format!(
-                "messages[{i}]: a user message needs an `input_audio` content part (speech in)"
+                "messages[{i}]: a user message needs string content, or an `input_audio` or \
+                 `text` content part"
             )))
         }
     };
@@ -116,12 +161,7 @@ fn user_audio(m: &ChatMessage, i: usize) -> Result<Vec<u8>, ApiError> {
                     )));
                 }
             }
-            Some("text") => {
-                return Err(ApiError::invalid(format!(
-                    "messages[{i}].content[{j}]: text parts are not taken; this model answers \
-                     speech (send an input_audio part)"
-                )))
-            }
+            Some("text") => {}
             other => {
                 return Err(ApiError::invalid(format!(
                     "messages[{i}].content[{j}]: unknown content part type {other:?}"
@@ -129,7 +169,36 @@ fn user_audio(m: &ChatMessage, i: usize) -> Result<Vec<u8>, ApiError> {
             }
         }
     }
-    audio.ok_or_else(|| ApiError::invalid(format!("messages[{i}]: no input_audio content part")))
+    match (audio, text_parts(parts, i)?) {
+        (Some(_), Some(_)) => Err(ApiError::invalid(format!(
+            "messages[{i}]: a user message is spoken (input_audio) or typed (text), not both: \
+             each turn asks one question"
+        ))),
+        (Some(wav), None) => Ok(Question::Spoken(wav)),
+        (None, Some(text)) => typed(&text, i),
+        (None, None) => Err(ApiError::invalid(format!(
+            "messages[{i}]: no input_audio or text content part"
+        ))),
+    }
+}
+
+fn typed(text: &str, i: usize) -> Result<Question, ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::invalid(format!(
+            "messages[{i}]: the user message's text is empty"
+        )));
+    }
+    Ok(Question::Typed(text.to_owned()))
+}
+
+/// An earlier assistant message's text, for a text-only reply: string content or `text` parts.
+fn assistant_text(m: &ChatMessage, i: usize) -> Result<Option<String>, ApiError> {
+    Ok(match &m.content {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(p)) => text_parts(p, i)?,
+        _ => None,
+    }
+    .filter(|t| !t.trim().is_empty()))
 }
 
 /// The chat body's output choices: whether the reply carries audio, and its format; checked
@@ -170,15 +239,22 @@ pub(super) fn chat_output(b: &ChatBody) -> Result<(bool, String), ApiError> {
     Ok((want_audio, audio_format))
 }
 
-/// Decoded bytes of a user message's `input_audio` data, from the base64 lengths alone.
-fn declared_audio_bytes(m: &ChatMessage) -> usize {
-    let Some(Value::Array(parts)) = &m.content else {
-        return 0;
-    };
-    parts
-        .iter()
-        .filter_map(|p| p.get("input_audio")?.get("data")?.as_str())
-        .fold(0usize, |n, d| n.saturating_add(unb64_len(d)))
+/// Bytes of a message's question or text-only reply: its `input_audio` data, from the base64
+/// lengths alone, and its text.
+fn declared_bytes(m: &ChatMessage) -> usize {
+    match &m.content {
+        Some(Value::String(s)) => s.len(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| {
+                p.get("input_audio")
+                    .and_then(|a| a.get("data")?.as_str())
+                    .map(unb64_len)
+                    .or_else(|| p.get("text")?.as_str().map(str::len))
+            })
+            .fold(0usize, usize::saturating_add),
+        _ => 0,
+    }
 }
 
 /// The artifacts the earlier turns of `messages` become (each assistant message: the user
@@ -188,15 +264,13 @@ fn declared_history(messages: &[ChatMessage]) -> ArtifactTally {
     let mut question = 0;
     for m in messages {
         match m.role.as_str() {
-            "user" => question = declared_audio_bytes(m),
+            "user" => question = declared_bytes(m),
             "assistant" => {
                 t.add(std::mem::take(&mut question));
-                let reply = m.lfm2_audio_reply.as_ref();
-                t.add(
-                    reply
-                        .and_then(|r| r.payload.as_deref())
-                        .map_or(0, unb64_len),
-                );
+                t.add(match m.lfm2_audio_reply.as_ref() {
+                    Some(r) => r.payload.as_deref().map_or(0, unb64_len),
+                    None => declared_bytes(m),
+                });
             }
             _ => {}
         }
@@ -204,11 +278,11 @@ fn declared_history(messages: &[ChatMessage]) -> ArtifactTally {
     t
 }
 
-/// A chat body's system prompt, earlier turns (as artifacts) and new question (WAV bytes).
-pub(super) type Conversation = (Option<String>, Vec<Artifact>, Vec<u8>);
+/// A chat body's system prompt, earlier turns (as artifacts) and new question.
+pub(super) type Conversation = (Option<String>, Vec<Artifact>, Question);
 
-/// The conversation of a chat body: the system prompt, the earlier turns as artifacts and the
-/// new question's WAV bytes.
+/// The conversation of a chat body: the system prompt, the earlier turns as artifacts (a typed
+/// question or a text-only assistant reply as a `text` artifact) and the new question.
 pub(super) fn chat_conversation(b: &ChatBody) -> Result<Conversation, ApiError> {
     // why: the engine's artifact limits, before any turn is decoded (see
     // crate::artifact_limits).
@@ -232,28 +306,39 @@ pub(super) fn chat_conversation(b: &ChatBody) -> Result<Conversation, ApiError> 
                 })
             }
             "user" if expect_user => {
-                question = Some(user_audio(m, i)?);
+                question = Some(user_question(m, i)?);
                 expect_user = false;
             }
             "assistant" if !expect_user => {
                 let _ = &m.audio;
-                let mut reply = m.lfm2_audio_reply.clone().ok_or_else(|| {
-                    ApiError::invalid(format!(
-                        "messages[{i}]: an earlier assistant turn must carry the \
-                         `lfm2_audio_reply` its response returned"
-                    ))
+                // why the artifact first: a client echoing a spoken reply sends its transcript
+                // as content too, and the reply's steps (codes included) are what was said.
+                let reply = match (m.lfm2_audio_reply.clone(), assistant_text(m, i)?) {
+                    (Some(mut reply), _) => {
+                        if reply.id.is_empty() {
+                            reply.id = REPLY_ID.into();
+                        }
+                        artifacts_in(&[reply], None)?
+                    }
+                    (None, Some(text)) => vec![Artifact {
+                        id: REPLY_ID.into(),
+                        kind: ArtifactKind::Text,
+                        payload: text.into_bytes(),
+                        meta: BTreeMap::new(),
+                    }],
+                    (None, None) => {
+                        return Err(ApiError::invalid(format!(
+                            "messages[{i}]: an earlier assistant turn must carry the \
+                             `lfm2_audio_reply` its response returned, or text content (a \
+                             text-only reply)"
+                        )))
+                    }
+                };
+                let q = question.take().ok_or_else(|| {
+                    ApiError::internal("an assistant turn without its user question")
                 })?;
-                if reply.id.is_empty() {
-                    reply.id = REPLY_ID.into();
-                }
-                let mut a = artifacts_in(&[reply], None)?;
-                history.push(Artifact {
-                    id: QUESTION_ID.into(),
-                    kind: ArtifactKind::Custom,
-                    payload: question.take().unwrap_or_default(),
-                    meta: BTreeMap::new(),
-                });
-                history.append(&mut a);
+                history.push(q.into_artifact());
+                history.extend(reply);
                 expect_user = true;
             }
             r => {
@@ -268,9 +353,81 @@ pub(super) fn chat_conversation(b: &ChatBody) -> Result<Conversation, ApiError> 
         (Some(q), false) => q,
         _ => {
             return Err(ApiError::invalid(
-                "the last message must be a user message with input_audio",
+                "the last message must be a user message (input_audio or text)",
             ))
         }
     };
     Ok((system, history, question))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn wav_b64() -> String {
+        // why a header only: the route checks the RIFF mark; the engine reads the WAV later.
+        crate::audio_io::b64(b"RIFF\0\0\0\0WAVE")
+    }
+
+    fn conversation(messages: Value) -> Result<Conversation, ApiError> {
+        let b: ChatBody = serde_json::from_value(json!({ "messages": messages })).unwrap();
+        chat_conversation(&b)
+    }
+
+    fn spoken() -> Value {
+        json!({"role": "user", "content": [
+            {"type": "input_audio", "input_audio": {"data": wav_b64(), "format": "wav"}}]})
+    }
+
+    #[test]
+    fn typed_user_messages_and_text_only_replies_become_text_artifacts() {
+        let (system, history, q) = conversation(json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hello?"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Hi."}]},
+            spoken(),
+            {"role": "assistant", "content": "ignored: the reply artifact is what was said",
+             "lfm2_audio_reply": {"id": "", "kind": "acoustic_tokens", "payload": "AAAAAA=="}},
+            {"role": "user", "content": [{"type": "text", "text": "one"},
+                                         {"type": "text", "text": "two"}]},
+        ]))
+        .unwrap();
+        assert_eq!(system.as_deref(), Some("Be brief."));
+        assert_eq!(q, Question::Typed("one\ntwo".into()));
+        let got: Vec<(&str, ArtifactKind, &[u8])> = history
+            .iter()
+            .map(|a| (a.id.as_str(), a.kind, a.payload.as_slice()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (QUESTION_ID, ArtifactKind::Text, &b"Hello?"[..]),
+                (REPLY_ID, ArtifactKind::Text, &b"Hi."[..]),
+                (QUESTION_ID, ArtifactKind::Custom, &b"RIFF\0\0\0\0WAVE"[..]),
+                (REPLY_ID, ArtifactKind::AcousticTokens, &[0u8, 0, 0, 0][..]),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_question_both_spoken_and_typed_or_neither_is_refused() {
+        let both = json!([{"role": "user", "content": [
+            {"type": "text", "text": "hi"},
+            {"type": "input_audio", "input_audio": {"data": wav_b64()}}]}]);
+        let e = conversation(both).unwrap_err();
+        assert!(e.to_string().contains("not both"), "{e}");
+        for (content, needle) in [
+            (json!("  "), "empty"),
+            (json!([]), "no input_audio or text"),
+            (json!([{"type": "text"}]), "string `text`"),
+            (json!(null), "needs string content"),
+        ] {
+            let e = conversation(json!([{"role": "user", "content": content}])).unwrap_err();
+            assert!(e.to_string().contains(needle), "{needle}: {e}");
+        }
+        let bare = json!([spoken(), {"role": "assistant", "content": " "}, spoken()]);
+        let e = conversation(bare).unwrap_err();
+        assert!(e.to_string().contains("lfm2_audio_reply"), "{e}");
+    }
 }

@@ -4,9 +4,10 @@
 //! ([`crate::tasks`]).
 //!
 //! Multi-turn chat: the client sends the whole conversation; each earlier user message's
-//! `input_audio` becomes a question artifact and each earlier assistant message must carry the
-//! reply artifact it was returned, in the extension field `lfm2_audio_reply`
-//! (`{"id","kind","payload","meta"}`, as in the task routes' `artifacts`).
+//! `input_audio` (or its text: string content or `text` parts) becomes a question artifact and
+//! each earlier assistant message carries the reply artifact it was returned, in the extension
+//! field `lfm2_audio_reply` (`{"id","kind","payload","meta"}`, as in the task routes'
+//! `artifacts`), or is a text-only reply (its text).
 
 mod chat;
 mod chat_body;

@@ -3,16 +3,28 @@
 //! of all audio the socket received. The events, barge-in and the commit of
 //! `[audio_start_ms, audio_end_ms]` are the socket loop's.
 //!
-//! Two modes, [`TurnDetection`]: `server_vad` (a turn ends after a fixed silence) and
-//! `semantic_vad` (a turn ends when the speaker sounds done). Both run a [`TurnDetector`]:
-//! today that is [`SilenceDetector`], the workspace's `voice-activity` segmenter (Silero VAD by
-//! default) with a silence that ends the turn. **`semantic_vad` is interim**: until the
-//! end-of-turn model lands, it is the same segmenter with a silence that depends on its
-//! `eagerness` ([`Eagerness::silence_ms`]); nothing in it judges whether the speech sounds
-//! finished. The model plugs in as another [`TurnDetector`] chosen in [`Turns::new`].
+//! Two modes, [`TurnDetection`], each a [`TurnDetector`]:
+//! - `server_vad`: [`SilenceDetector`], the workspace's `voice-activity` segmenter (Silero VAD)
+//!   with a silence that ends the turn;
+//! - `semantic_vad`: [`SemanticDetector`], the same segmenter with smart-turn v3.2
+//!   (`voice_activity::SmartTurn`, loaded once per server: [`load_end_of_turn`]) asked at the
+//!   checks of the eagerness's policy ([`Eagerness::policy`]); the turn ends at the first check
+//!   where the model says complete, else after the policy's longest wait. The model runs on
+//!   tokio's blocking pool, never on the socket's task; its answer comes back through
+//!   [`Turns::next_answer`].
+//!
+//! Without the weights file the server logs a warning at startup and `semantic_vad` falls back
+//! to the segmenter with a silence set by the eagerness ([`Eagerness::silence_ms`]): sessions
+//! keep working, with server_vad's behaviour. A weights path given explicitly
+//! (`--smart-turn-weights` or `VAD_SMART_TURN_WEIGHTS`) that cannot be loaded stops the server
+//! at startup instead.
+
+use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
-use voice_activity::{Segmenter, VadConfig, VadEvent};
+use tokio::sync::mpsc;
+use voice_activity::{Segmenter, SmartTurn, VadConfig, VadError, VadEvent};
 
 use super::error::EventError;
 
@@ -95,8 +107,21 @@ impl Eagerness {
         })
     }
 
-    /// The silence that ends a turn in the interim `semantic_vad` (no end-of-turn model yet):
-    /// `auto`/`medium` the same as `server_vad`'s default, `low` longer, `high` shorter.
+    /// The end-of-turn policy of this eagerness (`voice_activity::Eagerness::policy`: the
+    /// model's checks and the longest wait).
+    pub fn policy(self) -> voice_activity::EndOfTurnPolicy {
+        let e = match self {
+            Eagerness::Low => voice_activity::Eagerness::Low,
+            Eagerness::Medium => voice_activity::Eagerness::Medium,
+            Eagerness::High => voice_activity::Eagerness::High,
+            Eagerness::Auto => voice_activity::Eagerness::Auto,
+        };
+        e.policy()
+    }
+
+    /// The silence that ends a turn when `semantic_vad` runs without the end-of-turn model (its
+    /// weights not installed): `auto`/`medium` the same as `server_vad`'s default, `low`
+    /// longer, `high` shorter.
     pub fn silence_ms(self) -> u32 {
         match self {
             Eagerness::Low => 800,
@@ -133,8 +158,8 @@ impl Default for SemanticSettings {
 pub enum TurnDetection {
     /// `server_vad`: a turn ends after a fixed silence.
     Server(VadSettings),
-    /// `semantic_vad`: a turn ends when the speaker sounds done (interim: a silence set by
-    /// its eagerness, see the module's doc).
+    /// `semantic_vad`: a turn ends when the speaker sounds done (smart-turn; without its
+    /// weights, a silence set by its eagerness: see the module's doc).
     Semantic(SemanticSettings),
 }
 
@@ -155,7 +180,8 @@ impl TurnDetection {
         }
     }
 
-    /// The segmenter settings a [`SilenceDetector`] runs for this mode.
+    /// The segmenter settings a [`SilenceDetector`] runs for this mode (for `semantic_vad`:
+    /// the fallback without the end-of-turn model).
     pub fn silence_settings(&self) -> VadSettings {
         match self {
             TurnDetection::Server(s) => s.clone(),
@@ -206,7 +232,7 @@ pub enum TurnEvent {
 }
 
 /// What decides where turns start and end, on the detector's own timeline (ms from its
-/// start or last reset). The end-of-turn model is to be one of these.
+/// start or last reset).
 pub trait TurnDetector: Send {
     /// Hears `samples` (mono, -1..1, at the rate the detector was made for); the turn events
     /// they give.
@@ -215,6 +241,54 @@ pub trait TurnDetector: Send {
     fn in_speech(&self) -> bool;
     /// Forgets the audio heard so far; the timeline starts again at 0.
     fn reset(&mut self);
+    /// Where the answers of work the detector runs elsewhere come in (the end-of-turn model's):
+    /// `None` for a detector that decides everything in [`TurnDetector::push`].
+    fn answers(&mut self) -> Option<&mut mpsc::UnboundedReceiver<Answer>> {
+        None
+    }
+    /// Takes one of those answers; the turn events it gives.
+    fn answer(&mut self, _answer: Answer) -> Vec<TurnEvent> {
+        Vec::new()
+    }
+}
+
+/// The end-of-turn model's answer to one ask: its id and P(complete).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Answer {
+    /// The ask's id (`voice_activity::Ask::id`).
+    pub id: u64,
+    /// P(the turn is complete).
+    pub probability: f32,
+}
+
+fn vad_event(e: VadEvent) -> TurnEvent {
+    match e {
+        VadEvent::SpeechStarted { audio_start_ms } => TurnEvent::SpeechStarted { audio_start_ms },
+        VadEvent::SpeechStopped { audio_end_ms } => TurnEvent::SpeechStopped { audio_end_ms },
+        VadEvent::Paused { audio_end_ms } => TurnEvent::Paused { audio_end_ms },
+        VadEvent::Resumed => TurnEvent::Resumed,
+    }
+}
+
+/// Loads the end-of-turn model once for the server: from `explicit` (the `--smart-turn-weights`
+/// flag or the config file) or `VAD_SMART_TURN_WEIGHTS` when given, where a file that cannot be
+/// loaded is an error (the operator asked for it); else from the default cache path, where a
+/// missing file is a warning and `None` (semantic_vad falls back to a silence timer).
+pub fn load_end_of_turn(explicit: Option<&Path>) -> anyhow::Result<Option<Arc<SmartTurn>>> {
+    let from_env = std::env::var_os(voice_activity::WEIGHTS_ENV).filter(|v| !v.is_empty());
+    let asked = explicit.is_some() || from_env.is_some();
+    let path = explicit.map_or_else(SmartTurn::default_weights_path, Path::to_path_buf);
+    match SmartTurn::load(&path) {
+        Ok(m) => {
+            tracing::info!(path = %path.display(), "semantic_vad: smart-turn v3.2 loaded");
+            Ok(Some(Arc::new(m)))
+        }
+        Err(e @ VadError::TurnWeightsMissing { .. }) if !asked => {
+            tracing::warn!("semantic_vad falls back to a silence timer set by its eagerness: {e}");
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::anyhow!("semantic_vad's end-of-turn model: {e}")),
+    }
 }
 
 /// A turn ends after a silence: the `voice-activity` segmenter.
@@ -240,20 +314,7 @@ impl SilenceDetector {
 
 impl TurnDetector for SilenceDetector {
     fn push(&mut self, samples: &[f32]) -> Vec<TurnEvent> {
-        self.0
-            .push(samples)
-            .into_iter()
-            .map(|e| match e {
-                VadEvent::SpeechStarted { audio_start_ms } => {
-                    TurnEvent::SpeechStarted { audio_start_ms }
-                }
-                VadEvent::SpeechStopped { audio_end_ms } => {
-                    TurnEvent::SpeechStopped { audio_end_ms }
-                }
-                VadEvent::Paused { audio_end_ms } => TurnEvent::Paused { audio_end_ms },
-                VadEvent::Resumed => TurnEvent::Resumed,
-            })
-            .collect()
+        self.0.push(samples).into_iter().map(vad_event).collect()
     }
 
     fn in_speech(&self) -> bool {
@@ -262,6 +323,112 @@ impl TurnDetector for SilenceDetector {
 
     fn reset(&mut self) {
         self.0.reset();
+    }
+}
+
+/// `semantic_vad` with the end-of-turn model: `voice_activity::TurnDetector`'s deferred API,
+/// each ask run on tokio's blocking pool (about 150 ms of CPU on a 2-core machine: never on the
+/// socket's task) and answered through a channel the socket loop waits on
+/// ([`Turns::next_answer`]). The turn ends when an answer reaches its check's bar, so the
+/// model's run time adds to the end-of-turn delay; an answer that comes after speech resumed
+/// is dropped (the speaker went on), and the longest wait ends the turn whatever is out.
+pub struct SemanticDetector {
+    detector: voice_activity::TurnDetector<SmartTurn>,
+    tx: mpsc::UnboundedSender<Answer>,
+    rx: mpsc::UnboundedReceiver<Answer>,
+    /// The silence from which an ask also reports `Paused` (the socket's early turn; 0: never).
+    early_turn_ms: u32,
+}
+
+impl SemanticDetector {
+    /// A detector for `s` with `model` on input at `sample_rate`; asks at checks of at least
+    /// `early_turn_ms` of silence also report a `Paused` (0: none).
+    pub fn new(
+        s: &SemanticSettings,
+        model: Arc<SmartTurn>,
+        sample_rate: u32,
+        early_turn_ms: u32,
+    ) -> Result<Self, EventError> {
+        let vad = VadConfig {
+            threshold: VadSettings::default().threshold,
+            prefix_padding_ms: VadSettings::default().prefix_padding_ms,
+            silence_duration_ms: VadSettings::default().silence_duration_ms,
+        };
+        let detector =
+            voice_activity::TurnDetector::new(model, s.eagerness.policy(), vad, sample_rate)
+                .map_err(|e| {
+                    EventError::invalid("invalid_value", e.to_string())
+                        .at("session.audio.input.turn_detection")
+                })?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        Ok(SemanticDetector {
+            detector,
+            tx,
+            rx,
+            early_turn_ms,
+        })
+    }
+
+    /// Runs `ask` off the async runtime's threads (inline where there is no runtime, as in
+    /// unit tests); the answer comes through `rx`.
+    fn run(&self, ask: voice_activity::Ask) {
+        let model = self.detector.model().clone();
+        let tx = self.tx.clone();
+        let job = move || {
+            let probability = model.probability(&ask.audio);
+            // why ignored: the socket (and its receiver) may be gone; the answer is moot then.
+            let _ = tx.send(Answer {
+                id: ask.id,
+                probability,
+            });
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(h) => drop(h.spawn_blocking(job)),
+            Err(_) => job(),
+        }
+    }
+
+    /// The events of the detector's, plus `Paused` for an ask at the early-turn silence, and
+    /// runs the ask.
+    fn take(
+        &mut self,
+        (events, ask): (Vec<VadEvent>, Option<voice_activity::Ask>),
+    ) -> Vec<TurnEvent> {
+        let mut out: Vec<TurnEvent> = events.into_iter().map(vad_event).collect();
+        if let Some(ask) = ask {
+            if self.early_turn_ms > 0 && ask.silence_ms >= self.early_turn_ms {
+                out.push(TurnEvent::Paused {
+                    audio_end_ms: ask.audio_end_ms,
+                });
+            }
+            self.run(ask);
+        }
+        out
+    }
+}
+
+impl TurnDetector for SemanticDetector {
+    fn push(&mut self, samples: &[f32]) -> Vec<TurnEvent> {
+        let heard = self.detector.push_deferred(samples);
+        self.take(heard)
+    }
+
+    fn in_speech(&self) -> bool {
+        self.detector.in_speech()
+    }
+
+    fn reset(&mut self) {
+        // Answers still out become stale (the detector forgets its ask).
+        self.detector.reset();
+    }
+
+    fn answers(&mut self) -> Option<&mut mpsc::UnboundedReceiver<Answer>> {
+        Some(&mut self.rx)
+    }
+
+    fn answer(&mut self, a: Answer) -> Vec<TurnEvent> {
+        let heard = self.detector.answer(a.id, a.probability);
+        self.take(heard)
     }
 }
 
@@ -276,39 +443,58 @@ pub struct Turns {
 impl Turns {
     /// A detector for `mode` on input at `sample_rate` whose timeline starts at `base_ms` of
     /// the socket's audio, reporting pauses of `pause_ms` (when shorter than the silence that
-    /// ends a turn; 0: none); an error event for settings the detector refuses.
+    /// ends a turn; 0: none); `semantic_vad` runs `model` (the server's end-of-turn model;
+    /// `None`: the silence fallback). An error event for settings the detector refuses.
     pub fn new(
         mode: Option<&TurnDetection>,
         sample_rate: u32,
         base_ms: u64,
         pause_ms: u32,
+        model: Option<&Arc<SmartTurn>>,
     ) -> Result<Turns, EventError> {
-        let detector = match mode {
-            None => None,
-            Some(m) => {
-                // The one detector there is today; `semantic_vad`'s end-of-turn model goes
-                // here when it lands.
-                let d = SilenceDetector::new(&m.silence_settings(), sample_rate, pause_ms)?;
-                Some((m.clone(), Box::new(d) as Box<dyn TurnDetector>))
-            }
+        let detector: Option<Box<dyn TurnDetector>> = match (mode, model) {
+            (None, _) => None,
+            (Some(TurnDetection::Semantic(s)), Some(model)) => Some(Box::new(
+                SemanticDetector::new(s, model.clone(), sample_rate, pause_ms)?,
+            )),
+            (Some(m), _) => Some(Box::new(SilenceDetector::new(
+                &m.silence_settings(),
+                sample_rate,
+                pause_ms,
+            )?)),
         };
-        Ok(Turns { detector, base_ms })
+        Ok(Turns {
+            detector: mode.cloned().zip(detector),
+            base_ms,
+        })
     }
 
-    /// The mode in use (`None`: manual commits).
-    pub fn mode(&self) -> Option<&TurnDetection> {
-        self.detector.as_ref().map(|(m, _)| m)
+    /// The next answer of work the detector runs elsewhere (pending forever when there is
+    /// none to come): give it to [`Turns::answer`].
+    pub async fn next_answer(&mut self) -> Answer {
+        match self.detector.as_mut().and_then(|(_, d)| d.answers()) {
+            // why `None` cannot come: the detector holds a sender of its own channel.
+            Some(rx) => match rx.recv().await {
+                Some(a) => a,
+                None => std::future::pending().await,
+            },
+            None => std::future::pending().await,
+        }
     }
 
-    /// Hears `samples` (PCM16 at the input rate); the turns they start or end, on the
-    /// socket's timeline.
-    pub fn push(&mut self, samples: &[i16]) -> Vec<TurnEvent> {
+    /// Takes an answer from [`Turns::next_answer`]; the turn events it gives, on the socket's
+    /// timeline.
+    pub fn answer(&mut self, a: Answer) -> Vec<TurnEvent> {
         let Some((_, d)) = self.detector.as_mut() else {
             return Vec::new();
         };
-        let f: Vec<f32> = samples.iter().map(|&s| f32::from(s) / 32768.0).collect();
+        let events = d.answer(a);
+        self.rebase(events)
+    }
+
+    fn rebase(&self, events: Vec<TurnEvent>) -> Vec<TurnEvent> {
         let base = self.base_ms;
-        d.push(&f)
+        events
             .into_iter()
             .map(|e| match e {
                 TurnEvent::SpeechStarted { audio_start_ms } => TurnEvent::SpeechStarted {
@@ -323,6 +509,22 @@ impl Turns {
                 TurnEvent::Resumed => TurnEvent::Resumed,
             })
             .collect()
+    }
+
+    /// The mode in use (`None`: manual commits).
+    pub fn mode(&self) -> Option<&TurnDetection> {
+        self.detector.as_ref().map(|(m, _)| m)
+    }
+
+    /// Hears `samples` (PCM16 at the input rate); the turns they start or end, on the
+    /// socket's timeline.
+    pub fn push(&mut self, samples: &[i16]) -> Vec<TurnEvent> {
+        let Some((_, d)) = self.detector.as_mut() else {
+            return Vec::new();
+        };
+        let f: Vec<f32> = samples.iter().map(|&s| f32::from(s) / 32768.0).collect();
+        let events = d.push(&f);
+        self.rebase(events)
     }
 
     /// Whether the speaker is talking now.
@@ -357,6 +559,37 @@ mod tests {
         assert!(s(Eagerness::Medium) < s(Eagerness::Low));
         assert_eq!(s(Eagerness::Auto), s(Eagerness::Medium));
         assert_eq!(m(Eagerness::High).json()["eagerness"], "high");
-        assert!(Turns::new(Some(&m(Eagerness::Low)), 24_000, 0, 0).is_ok());
+        assert!(Turns::new(Some(&m(Eagerness::Low)), 24_000, 0, 0, None).is_ok());
+        let policy = |e: Eagerness| e.policy();
+        assert_eq!(policy(Eagerness::Auto), policy(Eagerness::Medium));
+        assert!(policy(Eagerness::High).max_silence_ms <= policy(Eagerness::Low).max_silence_ms);
+    }
+
+    #[test]
+    fn an_explicit_weights_file_must_load() {
+        let dir = std::env::temp_dir().join(format!("turns-weights-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("missing.safetensors");
+        let err = load_end_of_turn(Some(&missing))
+            .err()
+            .expect("a missing file named explicitly");
+        assert!(err.to_string().contains("smart_turn_weights.sh"), "{err}");
+        let broken = dir.join("broken.safetensors");
+        std::fs::write(&broken, b"not a safetensors file").unwrap();
+        assert!(load_end_of_turn(Some(&broken)).is_err());
+        std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn semantic_vad_without_the_model_is_the_silence_fallback() {
+        let mode = TurnDetection::Semantic(SemanticSettings {
+            eagerness: Eagerness::High,
+            ..SemanticSettings::default()
+        });
+        let mut t = Turns::new(Some(&mode), 16_000, 0, 0, None).unwrap();
+        // A fallback detector has no answers to wait for.
+        let (_, d) = t.detector.as_mut().unwrap();
+        assert!(d.answers().is_none());
+        assert_eq!(mode.silence_settings().silence_duration_ms, 250);
     }
 }

@@ -3,6 +3,7 @@
 //! SSE reader, metrics lines and the tools some tests need from the system.
 #![allow(dead_code)]
 
+pub mod realtime;
 pub mod webdriver;
 
 use std::io::BufRead;
@@ -105,10 +106,17 @@ pub fn poisoned_model() -> Lfm2Audio {
     .clone()
 }
 
-/// A scratch directory private to this test process.
+/// A scratch directory private to this test binary, emptied when a test asks for it.
+///
+/// Named after the test binary rather than the process, so that runs reuse it: one named by
+/// process id per run left ~100 MB behind each time.
 pub fn scratch(name: &str) -> PathBuf {
+    let binary = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "unknown".into());
     let d = std::env::temp_dir()
-        .join(format!("serve-tests-{}", std::process::id()))
+        .join(format!("serve-tests-{binary}"))
         .join(name);
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();

@@ -5,9 +5,10 @@
 //! Rust from its quantized ONNX model's weights (converted by `scripts/smart_turn_weights.sh`
 //! into a file outside the crate: see [`SmartTurn::default_weights_path`]). [`Eagerness`]
 //! maps OpenAI's `eagerness` to an [`EndOfTurnPolicy`], and [`TurnDetector`] puts the two
-//! on top of the [`Segmenter`]: the same [`VadEvent`]s, with `SpeechStopped` coming after a
-//! short pause when the model says the turn is complete, and after the policy's longest
-//! silence otherwise.
+//! on top of the [`Segmenter`]: the same [`VadEvent`]s, with `SpeechStopped` coming at one of the
+//! policy's checks (a silence at which the model is asked, and the P(complete) it must reach
+//! there) when the model says the turn is complete, and after the policy's longest silence
+//! otherwise.
 
 mod features;
 mod gemm;
@@ -150,62 +151,133 @@ impl Eagerness {
         }
     }
 
-    /// The settings it stands for. `Medium` is smart-turn's own operating point in pipecat
-    /// (the model asked after 200 ms of silence, complete at P >= 0.5); `Low` asks later and
-    /// wants more certainty, `High` asks sooner. The longest waits stay above the 300-900 ms
-    /// mid-sentence pauses of the turn corpus, so the timer alone never cuts those. On espeak-ng
-    /// speech smart-turn barely tells such pauses from ends (examples/turn_eval), so these are
-    /// not tuned on it.
+    /// The settings it stands for: an early check at 100 ms of silence that ends the turn only
+    /// when the model is nearly sure (P >= 0.98), a later check with a lower bar, and a longest
+    /// wait above the corpus's longest mid-sentence pause (965 ms), so that the timer alone
+    /// never cuts one there.
+    ///
+    /// Why this shape: on the espeak-ng turn corpus smart-turn barely tells a mid-sentence pause
+    /// from an end (after 200 ms of silence P >= 0.5 at 54 % of pauses and 60 % of ends; after
+    /// 100 ms P >= 0.95 at 4 % and 15 %; onnxruntime agrees, scripts/smart_turn_check.py), so a
+    /// single ask at a short pause with pipecat's P >= 0.5 ends most pauses. The checks were
+    /// chosen on that corpus's P(complete) curves (`TURN_EVAL_CURVE`, examples/turn_eval) and
+    /// its detector runs, i.e. tuned and measured on the same questions. Measured there (delay
+    /// from the last voiced sample, model time excluded; false ends at the 48 mid-sentence
+    /// pauses): `low` p50 1260 ms, 2.1 %; `medium` 787 ms, 18.8 %; `high` 587 ms, 37.5 %;
+    /// server_vad 500 ms: 563 ms, 62.5 %.
     pub fn policy(self) -> EndOfTurnPolicy {
+        let check = |silence_ms, threshold| Check {
+            silence_ms,
+            threshold,
+        };
         match self {
             Eagerness::Low => EndOfTurnPolicy {
-                pause_ms: 300,
-                threshold: 0.7,
-                max_silence_ms: 2500,
+                checks: [check(100, 0.98), check(700, 0.99)],
+                max_silence_ms: 1200,
             },
             Eagerness::Medium | Eagerness::Auto => EndOfTurnPolicy {
-                pause_ms: 200,
-                threshold: 0.5,
-                max_silence_ms: 1500,
+                checks: [check(100, 0.98), check(700, 0.95)],
+                max_silence_ms: 1000,
             },
             Eagerness::High => EndOfTurnPolicy {
-                pause_ms: 150,
-                threshold: 0.5,
+                checks: [check(100, 0.98), check(500, 0.9)],
                 max_silence_ms: 1000,
             },
         }
     }
 }
 
-/// When a turn ends.
+/// One ask of the end-of-turn model during a silence.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct EndOfTurnPolicy {
-    /// Silence after speech at which the model is asked once (ms).
-    pub pause_ms: u32,
+pub struct Check {
+    /// Silence after the last speech at which the model is asked (ms).
+    pub silence_ms: u32,
     /// P(complete) at or above which the turn ends then.
     pub threshold: f32,
+}
+
+/// When a turn ends: at the first of `checks` where the model says complete, else after
+/// `max_silence_ms`. The bar is high at the early check and lower at the later one: the
+/// longer the silence, the less the model must say for the turn to end.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EndOfTurnPolicy {
+    /// The asks, by growing silence.
+    pub checks: [Check; 2],
     /// Silence after which the turn ends whatever the model said (ms).
     pub max_silence_ms: u32,
 }
 
-/// Server VAD with an end-of-turn model: a [`Segmenter`] whose `SpeechStopped` comes
-/// [`EndOfTurnPolicy::pause_ms`] after the last speech when [`SmartTurn`] gives the turn's audio
-/// P(complete) >= the threshold, and after [`EndOfTurnPolicy::max_silence_ms`] otherwise. Emits
-/// only `SpeechStarted` and `SpeechStopped`, with the segmenter's times; one per stream.
+impl EndOfTurnPolicy {
+    /// [`VadError::InvalidPolicy`] unless `0 < checks[0] < checks[1] < max_silence_ms`, and
+    /// [`VadError::InvalidThreshold`] for a threshold outside `0..=1`.
+    pub fn validate(&self) -> Result<(), VadError> {
+        for c in &self.checks {
+            if !(0.0..=1.0).contains(&c.threshold) {
+                return Err(VadError::InvalidThreshold(c.threshold));
+            }
+        }
+        let [a, b] = self.checks;
+        if a.silence_ms == 0 || a.silence_ms >= b.silence_ms || b.silence_ms >= self.max_silence_ms
+        {
+            return Err(VadError::InvalidPolicy {
+                checks_ms: [a.silence_ms, b.silence_ms],
+                max_silence_ms: self.max_silence_ms,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A request to ask the end-of-turn model, from [`TurnDetector::push_deferred`]: run
+/// [`EndOfTurn::probability`] on `audio` (off the caller's thread if it must not block) and
+/// give the result to [`TurnDetector::answer`] with `id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    /// Which ask this is (an answer to an older one is ignored).
+    pub id: u64,
+    /// The turn's 16 kHz audio so far, the silence since its last speech included.
+    pub audio: Vec<f32>,
+    /// Where the turn ends if the model says complete (ms on the detector's timeline).
+    pub audio_end_ms: u64,
+    /// The check's silence (ms).
+    pub silence_ms: u32,
+}
+
+/// Server VAD with an end-of-turn model: a [`Segmenter`] whose `SpeechStopped` comes at the
+/// first of the [`EndOfTurnPolicy`]'s checks where [`SmartTurn`] gives the turn's audio
+/// P(complete) at or above that check's threshold, and after
+/// [`EndOfTurnPolicy::max_silence_ms`] otherwise. Emits only `SpeechStarted` and
+/// `SpeechStopped`, with the segmenter's times.
 ///
-/// The model runs inside [`TurnDetector::push`] (once per pause; tens of ms): a caller that
-/// must not block that long pushes from a worker thread.
+/// [`TurnDetector::push`] runs the model inline (tens of ms per check). A caller that must not
+/// block that long uses [`TurnDetector::push_deferred`] and [`TurnDetector::answer`] and runs
+/// the model elsewhere: the turn then ends when the answer comes, if speech has not come back
+/// meanwhile (an answer after that is stale: the speaker went on), so the events are
+/// [`TurnDetector::push`]'s whenever each answer comes before the speech resumes (the model's
+/// run time, tens of ms, against a pause of hundreds); the longest wait ends the turn whether or
+/// not an answer is out.
 pub struct TurnDetector<M: EndOfTurn = SmartTurn> {
     segmenter: Segmenter,
     model: Arc<M>,
     policy: EndOfTurnPolicy,
     resampler: Option<Resampler>,
+    /// Input samples per 10 ms: the granularity at which the checks are timed.
+    step: usize,
     /// The last 16 kHz samples heard (at most the model's window plus the prefix).
     audio: Vec<f32>,
     /// The 16 kHz index of `audio[0]`.
     audio_start: u64,
     /// The open turn's first 16 kHz sample (its `audio_start_ms`).
     turn_start: Option<u64>,
+    /// The next check of this silence (2: all asked).
+    next_check: usize,
+    /// The ask awaiting its answer: its id, its check and the turn's end it would commit.
+    pending: Option<(u64, usize, u64)>,
+    /// The end of the current silence's speech (from the segmenter's `Paused`, set at the first
+    /// check's silence); `None` while speech goes on.
+    pause_end: Option<u64>,
+    /// Ids of asks so far.
+    asks: u64,
     last_probability: Option<f32>,
 }
 
@@ -219,21 +291,13 @@ impl<M: EndOfTurn> TurnDetector<M> {
         vad: VadConfig,
         sample_rate: u32,
     ) -> Result<TurnDetector<M>, VadError> {
-        if !(0.0..=1.0).contains(&policy.threshold) {
-            return Err(VadError::InvalidThreshold(policy.threshold));
-        }
-        if policy.pause_ms == 0 || policy.pause_ms >= policy.max_silence_ms {
-            return Err(VadError::InvalidPolicy {
-                pause_ms: policy.pause_ms,
-                max_silence_ms: policy.max_silence_ms,
-            });
-        }
+        policy.validate()?;
         let config = VadConfig {
             silence_duration_ms: policy.max_silence_ms,
             ..vad
         };
         let mut segmenter = Segmenter::new(config, sample_rate)?;
-        segmenter.set_pause_ms(Some(policy.pause_ms));
+        segmenter.set_pause_ms(Some(policy.checks[0].silence_ms));
         let resampler = if sample_rate == CLASSIFIER_RATE {
             None
         } else {
@@ -244,24 +308,149 @@ impl<M: EndOfTurn> TurnDetector<M> {
             model,
             policy,
             resampler,
+            step: (sample_rate as usize / 100).max(1),
             audio: Vec::new(),
             audio_start: 0,
             turn_start: None,
+            next_check: 0,
+            pending: None,
+            pause_end: None,
+            asks: 0,
             last_probability: None,
         })
     }
 
-    /// Feeds mono samples in `[-1, 1]` (any chunk size); the turns they start or end.
+    /// Feeds mono samples in `[-1, 1]` (any chunk size), asking the model inline; the turns
+    /// they start or end.
     pub fn push(&mut self, samples: &[f32]) -> Vec<VadEvent> {
+        let model = self.model.clone();
+        self.feed(samples, &mut |audio| Some(model.probability(audio)))
+            .0
+    }
+
+    /// [`TurnDetector::push`] without running the model: a check that falls due is returned
+    /// as an [`Ask`] (at most one is outstanding; a later check waits for its answer).
+    pub fn push_deferred(&mut self, samples: &[f32]) -> (Vec<VadEvent>, Option<Ask>) {
+        self.feed(samples, &mut |_| None)
+    }
+
+    /// The model's answer `p` to the [`Ask`] `id` of [`TurnDetector::push_deferred`]:
+    /// `SpeechStopped` when it is the outstanding ask of the open turn's current silence and
+    /// `p` reaches its check's threshold; nothing for a stale ask (speech came back, the turn
+    /// ended, or the detector was reset); and the next ask when its check fell due while this
+    /// one was out.
+    pub fn answer(&mut self, id: u64, p: f32) -> (Vec<VadEvent>, Option<Ask>) {
+        let out = self.settle(id, p);
+        if !out.is_empty() {
+            return (out, None);
+        }
+        let next = self.pause_end.and_then(|end| self.due(end));
+        (out, next)
+    }
+
+    /// Applies the answer `p` to ask `id`: the `SpeechStopped` it gives.
+    fn settle(&mut self, id: u64, p: f32) -> Vec<VadEvent> {
+        let Some((pending, check, audio_end_ms)) = self.pending else {
+            return Vec::new();
+        };
+        if pending != id {
+            return Vec::new();
+        }
+        self.pending = None;
+        self.last_probability = Some(p);
+        if p >= self.policy.checks[check].threshold {
+            self.end_turn();
+            return vec![VadEvent::SpeechStopped { audio_end_ms }];
+        }
+        Vec::new()
+    }
+
+    fn end_turn(&mut self) {
+        self.segmenter.end_turn();
+        self.turn_start = None;
+        self.next_check = 0;
+        self.pending = None;
+        self.pause_end = None;
+    }
+
+    /// The ask of the check that is due now, if one is and none is out.
+    fn due(&mut self, audio_end_ms: u64) -> Option<Ask> {
+        if self.pending.is_some() || !self.segmenter.in_speech() {
+            return None;
+        }
+        let check = *self.policy.checks.get(self.next_check)?;
+        if self.segmenter.silence_ms() < check.silence_ms {
+            return None;
+        }
+        let from = self.turn_start.unwrap_or(0).max(self.audio_start) - self.audio_start;
+        let from = (from as usize).min(self.audio.len());
+        self.asks += 1;
+        self.pending = Some((self.asks, self.next_check, audio_end_ms));
+        self.next_check += 1;
+        Some(Ask {
+            id: self.asks,
+            audio: self.audio[from..].to_vec(),
+            audio_end_ms,
+            silence_ms: check.silence_ms,
+        })
+    }
+
+    /// Feeds `samples` 10 ms at a time, so that each check is asked within 10 ms of falling
+    /// due; `model` answers an ask at once (`Some`) or defers it (`None`: returned).
+    fn feed(
+        &mut self,
+        samples: &[f32],
+        model: &mut dyn FnMut(&[f32]) -> Option<f32>,
+    ) -> (Vec<VadEvent>, Option<Ask>) {
+        let mut out = Vec::new();
+        let mut deferred = None;
+        for chunk in samples.chunks(self.step) {
+            self.hear(chunk);
+            // The segmenter's `Paused` is the first check's silence: where this turn would end.
+            for event in self.segmenter.push(chunk) {
+                match event {
+                    VadEvent::SpeechStarted { audio_start_ms } => {
+                        self.turn_start = Some(audio_start_ms * 16);
+                        self.next_check = 0;
+                        self.pending = None;
+                        self.pause_end = None;
+                        out.push(event);
+                    }
+                    VadEvent::SpeechStopped { .. } => {
+                        self.end_turn();
+                        out.push(event);
+                    }
+                    VadEvent::Paused { audio_end_ms } => self.pause_end = Some(audio_end_ms),
+                    VadEvent::Resumed => {
+                        // A new silence starts the checks again; an answer still out is stale.
+                        self.next_check = 0;
+                        self.pending = None;
+                        self.pause_end = None;
+                    }
+                }
+            }
+            let Some(audio_end_ms) = self.pause_end.filter(|_| self.segmenter.in_speech()) else {
+                continue;
+            };
+            // At most one check falls due per 10 ms (they are further apart than that).
+            if let Some(ask) = self.due(audio_end_ms) {
+                match model(&ask.audio) {
+                    Some(p) => out.extend(self.settle(ask.id, p)),
+                    // Deferred: no other check is asked until its answer.
+                    None => deferred = Some(ask),
+                }
+            }
+        }
+        (out, deferred)
+    }
+
+    /// Keeps the 16 kHz audio of `samples` for the model.
+    fn hear(&mut self, samples: &[f32]) {
+        let clean = samples.iter().map(|s| if s.is_nan() { 0.0 } else { *s });
         match &mut self.resampler {
-            None => self
-                .audio
-                .extend(samples.iter().map(|s| if s.is_nan() { 0.0 } else { *s })),
+            None => self.audio.extend(clean),
             Some(r) => {
-                let clean: Vec<f32> = samples
-                    .iter()
-                    .map(|s| if s.is_nan() { 0.0 } else { *s })
-                    .collect();
+                let clean: Vec<f32> = clean.collect();
                 r.process(&clean, &mut self.audio);
             }
         }
@@ -271,38 +460,16 @@ impl<M: EndOfTurn> TurnDetector<M> {
             self.audio.drain(..drop);
             self.audio_start += drop as u64;
         }
-        let mut out = Vec::new();
-        for event in self.segmenter.push(samples) {
-            match event {
-                VadEvent::SpeechStarted { audio_start_ms } => {
-                    self.turn_start = Some(audio_start_ms * 16);
-                    out.push(event);
-                }
-                VadEvent::Paused { audio_end_ms } => {
-                    let from =
-                        self.turn_start.unwrap_or(0).max(self.audio_start) - self.audio_start;
-                    let from = (from as usize).min(self.audio.len());
-                    let p = self.model.probability(&self.audio[from..]);
-                    self.last_probability = Some(p);
-                    if p >= self.policy.threshold {
-                        self.segmenter.end_turn();
-                        self.turn_start = None;
-                        out.push(VadEvent::SpeechStopped { audio_end_ms });
-                    }
-                }
-                VadEvent::SpeechStopped { .. } => {
-                    self.turn_start = None;
-                    out.push(event);
-                }
-                VadEvent::Resumed => {}
-            }
-        }
-        out
     }
 
-    /// What the model said at the last pause.
+    /// What the model said at the last answered check.
     pub fn last_probability(&self) -> Option<f32> {
         self.last_probability
+    }
+
+    /// The model the detector was made with (to run a deferred [`Ask`] with).
+    pub fn model(&self) -> &Arc<M> {
+        &self.model
     }
 
     /// Whether a turn is open.
@@ -315,7 +482,7 @@ impl<M: EndOfTurn> TurnDetector<M> {
         self.policy
     }
 
-    /// Forgets the stream (the timeline starts again at 0).
+    /// Forgets the stream (the timeline starts again at 0; an answer still out is stale).
     pub fn reset(&mut self) {
         self.segmenter.reset();
         if let Some(r) = &mut self.resampler {
@@ -323,7 +490,7 @@ impl<M: EndOfTurn> TurnDetector<M> {
         }
         self.audio.clear();
         self.audio_start = 0;
-        self.turn_start = None;
+        self.end_turn();
         self.last_probability = None;
     }
 }

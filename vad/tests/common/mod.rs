@@ -5,22 +5,37 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-/// Whether espeak-ng is on PATH; without it a test skips, except under `CI=true`, where it
-/// fails (CI installs espeak-ng: a missing one must not pass silently).
+/// Whether espeak-ng is on PATH; without it the calling test skips with the `ci-skip` marker
+/// (a failure in CI, which installs espeak-ng: a missing one must not pass silently).
 pub fn have_espeak() -> bool {
-    if Command::new("espeak-ng").arg("--version").output().is_ok() {
-        return true;
+    ci_skip::require_tool(test_name(), "espeak-ng", "apt-get install espeak-ng").is_some()
+}
+
+/// The running test's name (the harness names each test's thread after it).
+pub fn test_name() -> &'static str {
+    let name = std::thread::current()
+        .name()
+        .unwrap_or("voice-activity test")
+        .to_owned();
+    // why leak: a few bytes per skipped test, for a `&'static str` the callers can pass on.
+    Box::leak(name.into_boxed_str())
+}
+
+/// The smart-turn model, or `None` where its weights are not installed (a `ci-skip` skip: a
+/// failure in CI, which runs scripts/smart_turn_weights.sh); other load errors panic.
+pub fn smart_turn() -> Option<voice_activity::SmartTurn> {
+    match voice_activity::SmartTurn::load_default() {
+        Ok(m) => Some(m),
+        Err(e @ voice_activity::VadError::TurnWeightsMissing { .. }) => {
+            ci_skip::skip(test_name(), &e.to_string());
+            None
+        }
+        Err(e) => panic!("{e}"),
     }
-    assert!(
-        !std::env::var("CI").is_ok_and(|v| v == "true"),
-        "CI=true but espeak-ng is not on PATH (apt-get install espeak-ng)"
-    );
-    eprintln!("espeak-ng not on PATH: skipping the real-speech test");
-    false
 }
 
 /// Speech of `text` in `voice`, as espeak-ng makes it (mono, 22050 Hz), or `None` without
-/// espeak-ng on PATH (a failure under `CI=true`: [`have_espeak`]).
+/// espeak-ng on PATH (a failure in CI: [`have_espeak`]).
 pub fn espeak(text: &str, voice: &str) -> Option<(Vec<f32>, u32)> {
     if !have_espeak() {
         return None;

@@ -150,13 +150,11 @@ impl Request {
                 task.name()
             )));
         }
-        if task == Task::Asr {
-            if nonempty(&self.text).is_some() {
-                return Err(invalid(format!(
-                    "{} takes no text (text is what tts speaks, or s2s's typed question)",
-                    task.name()
-                )));
-            }
+        if task == Task::Asr && nonempty(&self.text).is_some() {
+            return Err(invalid(format!(
+                "{} takes no text (text is what tts speaks, or s2s's typed question)",
+                task.name()
+            )));
         }
         if task != Task::Tts {
             if let Some(v) = &self.voice {

@@ -12,7 +12,7 @@ use super::super::events::event;
 use super::super::ids;
 use super::super::input::{ms_of, pcm16_samples, wav_of};
 use super::super::response::CancelReason;
-use super::super::turns::TurnEvent;
+use super::super::turns::{Answer, TurnEvent};
 use super::replies::turn_request;
 use super::{Out, Socket, MIN_COMMIT_MS};
 
@@ -34,6 +34,16 @@ impl Socket {
             out.extend(self.on_turn(t));
         }
         Ok(out)
+    }
+
+    /// The end-of-turn model's answer to an ask of the turn detection (`semantic_vad`): the
+    /// turn it ends, if it does.
+    pub(super) fn on_answer(&mut self, a: Answer) -> Out {
+        let mut out = Vec::new();
+        for t in self.turns.answer(a) {
+            out.extend(self.on_turn(t));
+        }
+        out
     }
 
     /// A turn the turn detection heard: speech started (barge-in) or stopped (commit,

@@ -101,6 +101,7 @@ impl Socket {
                     Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                 },
                 m = next_run_msg(&mut self.response) => self.on_run_msg(m),
+                a = self.turns.next_answer() => self.on_answer(a),
                 _ = tick.tick() => {
                     if !self.state.stop.load(Ordering::Relaxed) {
                         continue;
@@ -218,6 +219,7 @@ impl Socket {
                 c.input_rate,
                 self.received_ms(),
                 self.state.settings.early_turn_ms,
+                self.state.end_of_turn.as_ref(),
             )?;
             self.speech = None;
         }

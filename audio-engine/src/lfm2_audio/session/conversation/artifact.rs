@@ -16,7 +16,8 @@ pub use crate::lfm2_audio::generation::reply::ReplyStep;
 
 /// Id of the artifact holding an earlier turn's reply.
 pub const REPLY_ID: &str = "lfm2_audio.reply";
-/// Id of the artifact holding an earlier turn's question (WAV bytes).
+/// Id of the artifact holding an earlier turn's question (WAV bytes, or a typed question's
+/// UTF-8 text: [`is_text`](super::is_text)).
 pub const QUESTION_ID: &str = "lfm2_audio.question";
 /// The `format` meta value of a reply artifact this engine writes and reads.
 pub const REPLY_FORMAT: &str = "lfm2_audio.reply/1";

@@ -299,6 +299,14 @@ pub fn read_history(
             Some(meta) => decode_checked(&artifacts[r], meta, cfg.format, &what)?,
             None => {
                 let ids = cfg.tokenizer.encode(utf8(&artifacts[r], &what)?, true);
+                // why here: a typed reply is the client's text, so a token the prompt cannot
+                // hold (`<|im_end|>` would end the reply early) is the request's fault, not an
+                // invariant of the prompt builder, which checks every step again.
+                for (i, &id) in ids.iter().enumerate() {
+                    cfg.format
+                        .check_step(&ReplyStep::Text(id))
+                        .map_err(|e| invalid(format!("{what}, a typed reply: token {i}: {e}")))?;
+                }
                 reply_steps = reply_steps.saturating_add(ids.len());
                 Reply {
                     steps: ids.into_iter().map(ReplyStep::Text).collect(),

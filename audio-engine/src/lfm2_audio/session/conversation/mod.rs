@@ -1,8 +1,9 @@
 //! Multi-turn speech-to-speech with client-carried history: the protocol layer.
 //!
 //! The session keeps nothing between requests. A request carries its earlier turns as input
-//! artifacts, per turn in order an [`QUESTION_ID`] (the question's WAV bytes) and the
-//! [`REPLY_ID`] artifact that turn's result returned (request option `return_codes`). Each
+//! artifacts, per turn in order an [`QUESTION_ID`] (the question's WAV bytes, or a typed
+//! question's text) and the [`REPLY_ID`] artifact that turn's result returned (request option
+//! `return_codes`; or a text-only reply's text: see [`is_text`]). Each
 //! turn's prompt replays the whole conversation ([`ChatMarkup::build`]), within
 //! [`CONVERSATION_LIMIT`] steps of prompt and max_tokens together.
 //!
