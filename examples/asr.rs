@@ -10,7 +10,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use audio_engine::lfm2_audio::{AsrOptions, ModelOptions};
+use audio_engine::lfm2_audio::{AsrJob, AsrOptions, Job, ModelOptions};
 use clap::Parser;
 
 mod common;
@@ -61,17 +61,22 @@ fn main() -> Result<()> {
     )?;
     let wav =
         std::fs::read(&args.input).with_context(|| format!("reading {}", args.input.display()))?;
-    let r = engine.asr_wav(&wav, &opts)?;
+    let job = Job::Asr(AsrJob {
+        audio: wav.into(),
+        options: opts,
+        chunk_seconds: None,
+    });
+    let r = engine.run(&job, &mut |_| true)?;
     println!("{}", printable(&r.text));
     eprintln!(
-        "[{}] {} prompt positions, {} tokens ({:?}); encode {:.1} ms, prefill {:.1} ms, decode {:.1} ms",
+        "[{}] {} prompt positions, {} tokens ({}); encode {:.1} ms, prefill {:.1} ms, decode {:.1} ms",
         engine.label(),
         r.prompt_positions,
         r.tokens.len(),
-        r.stop,
+        if r.ended { "ended" } else { "cut" },
         r.timings.encode.as_secs_f64() * 1e3,
         r.timings.prefill.as_secs_f64() * 1e3,
-        r.timings.decode.as_secs_f64() * 1e3,
+        r.timings.generate.as_secs_f64() * 1e3,
     );
     Ok(())
 }

@@ -19,8 +19,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use audio_engine::lfm2_audio::{
-    write_wav_f32, write_wav_file_24k, Artifact, ArtifactKind, ReplyEvent, S2sOptions, S2sRequest,
-    SamplerConfig, Session, SessionOptions, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE, QUESTION_ID,
+    write_wav_f32, write_wav_file_24k, Artifact, ArtifactKind, Job, ReplyEvent, S2sOptions,
+    S2sRequest, SamplerConfig, Session, SessionOptions, INPUT_SAMPLE_RATE, OUTPUT_SAMPLE_RATE,
+    QUESTION_ID,
 };
 use clap::Parser;
 
@@ -120,14 +121,14 @@ fn main() -> Result<()> {
     let mut session = Session::new(model.clone(), SessionOptions::default());
     let mut history: Vec<Artifact> = Vec::new();
     for (i, (name, wav)) in wavs.iter().enumerate() {
-        let request = S2sRequest {
+        let job = Job::S2s(S2sRequest {
             question: wav.clone().into(),
             history: history.clone(),
             return_codes: true,
             s2s: s2s.clone(),
-        };
+        });
         print!("turn {} ({name}): ", i + 1);
-        let turn = session.s2s_with(&request, &mut |ev| {
+        let r = session.run(&job, &mut |ev| {
             if let ReplyEvent::Text(t) = ev {
                 print!("{}", printable(&t));
                 let _ = std::io::stdout().flush();
@@ -135,11 +136,10 @@ fn main() -> Result<()> {
             true
         })?;
         println!();
-        let r = &turn.reply;
         let stem = out.join(format!("turn{}", i + 1));
         write_wav_file_24k(&stem.with_extension("wav"), &r.audio)?;
         std::fs::write(stem.with_extension("txt"), &r.text)?;
-        let artifact = turn
+        let artifact = r
             .artifact
             .clone()
             .context("return_codes gives an artifact")?;
@@ -154,7 +154,7 @@ fn main() -> Result<()> {
         println!(
             "  {} steps ({}), {:.2} s of audio, {first}, prompt {} positions, \
              resumed {} prefill steps, reused {} questions, total {:.0} ms",
-            r.steps.len(),
+            r.steps,
             if r.ended {
                 "ended"
             } else {

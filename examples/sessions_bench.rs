@@ -31,6 +31,7 @@ use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     default_demo_dir, ensure_demo_package, ModelPackage, PackagePaths, Quant, SamplerConfig,
 };
@@ -224,7 +225,8 @@ fn bench(label: &str, paths: PackagePaths, setup: Setup, steps: usize) -> Result
         ModelOptions {
             n_threads: threads,
             max_compute_threads: if budget { 0 } else { threads * requests },
-            ..Default::default()
+            // why: the documented `LFM2_*` variables apply to the examples (binaries).
+            ..ModelOptions::default().with_vars(&|name| std::env::var(name).ok())
         },
     )?;
     let label = &format!(

@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::{ensure, Context, Result};
 use audio_engine::lfm2_audio::{
-    write_wav_file_24k, ReplyEvent, ReplyResult, SamplerConfig, TtsOptions, Voice,
+    write_wav_file_24k, Job, Outcome, ReplyEvent, SamplerConfig, TtsJob, TtsOptions, Voice,
     OUTPUT_SAMPLE_RATE,
 };
 use clap::Parser;
@@ -121,10 +121,13 @@ fn main() -> Result<()> {
         ..Default::default()
     };
     let start = Instant::now();
-    let result: ReplyResult = if args.stream {
-        let mut stream = model.tts_stream(&text, &opts)?;
+    let job = Job::Tts(TtsJob {
+        text,
+        options: opts,
+    });
+    let result: Outcome = if args.stream {
         let (mut chunks, mut samples, mut mid_line) = (0usize, Vec::new(), false);
-        while let Some(event) = stream.next_event() {
+        let result = model.run(&job, &mut |event| {
             match event {
                 ReplyEvent::Text(t) => {
                     print!("{}", printable(&t));
@@ -146,11 +149,11 @@ fn main() -> Result<()> {
                     samples.extend_from_slice(&a);
                 }
             }
-        }
+            true
+        })?;
         if mid_line {
             println!();
         }
-        let result = stream.wait()?;
         // why: the streamed chunks are the reply's samples as they became final, so what a
         // player would have heard is the file written below.
         ensure!(
@@ -159,7 +162,7 @@ fn main() -> Result<()> {
         );
         result
     } else {
-        let result = model.tts(&text, &opts)?;
+        let result = model.run(&job, &mut |_| true)?;
         if !result.text.is_empty() {
             println!("text: {}", printable(&result.text));
         }
@@ -177,7 +180,7 @@ fn main() -> Result<()> {
         "wrote {} ({:.2} s of audio, {} steps, {}); {first}, total {:.0} ms",
         args.out.display(),
         seconds(result.audio.len()),
-        result.steps.len(),
+        result.steps,
         if result.ended {
             "ended"
         } else {

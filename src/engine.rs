@@ -55,6 +55,11 @@ impl Failure {
     }
 }
 
+/// An environment variable, for the engine's documented ones (`LFM2_*`, `LLAMA_LOG`, `HF_*`).
+pub(crate) fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
 fn failure(e: EngineError) -> Failure {
     let kind = if e.is_invalid_request() || e.is_capacity() {
         FailureKind::Invalid
@@ -121,8 +126,13 @@ impl Package {
             // count; together they must not put more compute threads on the machine than it
             // has cores.
             max_audio_seconds: ENGINE_MAX_SECONDS,
-            ..ModelOptions::default()
+            // why here: the C library's load entry points are where audio.cpp documents its
+            // variables (`LFM2_MAX_BATCH`, `LFM2_NO_REPACK`, ...); the engine reads none.
+            ..ModelOptions::default().with_vars(&env_var)
         };
+        audio_engine::ggml::set_log_level(audio_engine::lfm2_audio::vars::log_level_from_vars(
+            &env_var,
+        ));
         Lfm2Audio::from_package(package, options)
             .map(|m| Model {
                 model: m,

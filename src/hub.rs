@@ -26,7 +26,7 @@ pub fn model_path(path: &str, weight_id: Option<&str>) -> AbiResult<Option<(Path
     // why no progress bars: a library must not draw on its host program's terminal.
     let opts = HubOptions {
         progress: false,
-        ..HubOptions::from_env()
+        ..HubOptions::from_vars(&crate::engine::env_var)
     };
     let got = fetch(&spec, &opts)
         .map_err(|e| AbiError::new(Status::LoadFailed, format!("{path}: {e}")))?;

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     AsrOptions, S2sOptions, S2sRequest, Session, SessionOptions, TtsOptions, TurnResult, Voice,
 };

@@ -13,6 +13,7 @@ use std::sync::OnceLock;
 
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{S2sOptions, S2sRequest, Session, SessionOptions};
 use common::*;
 

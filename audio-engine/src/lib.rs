@@ -35,18 +35,25 @@
 //!
 //! # One speech-to-speech turn
 //!
-//! A question is 16 kHz mono samples (or WAV bytes of any rate and channel count:
-//! [`Lfm2Audio::s2s_wav`](lfm2_audio::Lfm2Audio::s2s_wav)); the reply is text and 24 kHz mono
-//! speech.
+//! Every task (ASR, TTS, S2S) is a [`Job`](lfm2_audio::Job) run through one door:
+//! [`Lfm2Audio::run`](lfm2_audio::Lfm2Audio::run) for a call that keeps nothing,
+//! [`Session::run`](lfm2_audio::Session::run) for a conversation with caches. A question is
+//! WAV bytes of any rate and channel count, or PCM samples
+//! ([`AudioInput`](lfm2_audio::AudioInput)); the reply is text and 24 kHz mono speech.
 //!
 //! ```
 //! use audio_engine::lfm2_audio::*;
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let model = load_demo(&default_demo_dir(), ModelOptions::default())?;
 //! // One second of a tone stands in for a spoken question.
-//! let question: Vec<f32> = (0..16_000).map(|i| (i as f32 * 0.05).sin() * 0.3).collect();
-//! let options = S2sOptions { max_new_tokens: 24, ..S2sOptions::default() };
-//! let reply = model.s2s(&question, &options)?;
+//! let samples: Vec<f32> = (0..16_000).map(|i| (i as f32 * 0.05).sin() * 0.3).collect();
+//! let job = Job::S2s(S2sRequest {
+//!     question: AudioInput::Pcm { samples, sample_rate: 16_000, channels: 1 },
+//!     history: Vec::new(),
+//!     return_codes: false,
+//!     s2s: S2sOptions { max_new_tokens: 24, ..S2sOptions::default() },
+//! });
+//! let reply = model.run(&job, &mut |_event| true)?;
 //! println!("{:?}, {} samples at {OUTPUT_SAMPLE_RATE} Hz", reply.text, reply.audio.len());
 //! let wav: Vec<u8> = encode_wav_24k(&reply.audio)?; // or write_wav_file_24k(path, &reply.audio)
 //! assert!(wav.len() >= 44);
@@ -74,15 +81,15 @@
 //!     let mut wav = std::io::Cursor::new(Vec::new());
 //!     write_wav_f32(&mut wav, &samples, 16_000)?;
 //!     let wav = wav.into_inner();
-//!     let request = S2sRequest {
+//!     let job = Job::S2s(S2sRequest {
 //!         question: wav.clone().into(),
 //!         history: history.clone(),
 //!         return_codes: true, // return this turn's reply artifact, for the next turn's history
 //!         s2s: S2sOptions { max_new_tokens: 16, ..S2sOptions::default() },
-//!     };
-//!     let result = session.s2s(&request)?;
-//!     println!("turn {turn}: {:?} ({} prefill steps restored)", result.reply.text,
-//!              result.reply.resumed_prefill_steps);
+//!     });
+//!     let result = session.run(&job, &mut |_event| true)?;
+//!     println!("turn {turn}: {:?} ({} prefill positions restored)", result.text,
+//!              result.resumed_prefill_positions);
 //!     history.push(Artifact {
 //!         id: QUESTION_ID.into(),
 //!         kind: ArtifactKind::Custom,
@@ -98,35 +105,39 @@
 //!
 //! # A streamed reply
 //!
-//! Text and audio arrive as events while the reply is generated; the finished stream gives the
-//! same result, byte for byte, as the call without streaming.
+//! Text and audio go to the sink as events while the reply is generated (return false to stop
+//! it; [`Session::run_cancellable`](lfm2_audio::Session::run_cancellable) also takes a cancel
+//! check); the outcome is the same, byte for byte, whether the events were played or not.
 //!
 //! ```
 //! use audio_engine::lfm2_audio::*;
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let model = load_demo(&default_demo_dir(), ModelOptions::default())?;
-//! let question: Vec<f32> = (0..16_000).map(|i| (i as f32 * 0.05).sin() * 0.3).collect();
-//! let options = S2sOptions { max_new_tokens: 24, ..S2sOptions::default() };
-//! let mut stream = model.s2s_stream(question.clone(), &options)?;
+//! let job = Job::Tts(TtsJob {
+//!     text: "Hello there.".into(),
+//!     options: TtsOptions { max_new_tokens: 24, ..TtsOptions::default() },
+//! });
 //! let mut streamed_audio = Vec::new();
-//! while let Some(event) = stream.next_event() {
+//! let reply = model.run(&job, &mut |event| {
 //!     match event {
 //!         ReplyEvent::Text(text) => print!("{text}"),
 //!         ReplyEvent::Audio(samples) => streamed_audio.extend(samples), // play it here
 //!     }
-//! }
-//! let reply = stream.wait()?;
+//!     true
+//! })?;
 //! assert_eq!(streamed_audio, reply.audio);
-//! let offline = model.s2s(&question, &options)?;
+//! let offline = model.run(&job, &mut |_| true)?;
 //! assert_eq!((&reply.text, &reply.audio), (&offline.text, &offline.audio));
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! Sessions stream too ([`Session::s2s_stream`](lfm2_audio::Session::s2s_stream)), and every
-//! front end (the C ABI, the HTTP server) goes through the one request model:
-//! [`Job`](lfm2_audio::Job) in, events to a sink, [`Outcome`](lfm2_audio::Outcome) out
-//! ([`Session::run`](lfm2_audio::Session::run)).
+//! A session's doors are [`Session::run`](lfm2_audio::Session::run),
+//! [`Session::run_cancellable`](lfm2_audio::Session::run_cancellable) and
+//! [`Session::prepare_turn`](lfm2_audio::Session::prepare_turn) (a turn's encoding and prefill
+//! started before it is asked for); every front end (the C ABI, the HTTP server) goes through
+//! them with the one request model: a [`Request`](lfm2_audio::Request) resolved into a
+//! [`Job`](lfm2_audio::Job), events to a sink, an [`Outcome`](lfm2_audio::Outcome) out.
 //!
 //! # From C
 //!

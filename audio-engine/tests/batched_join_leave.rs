@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, SamplerConfig, Session,
     SessionOptions,

@@ -19,6 +19,7 @@ use std::time::Instant;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     AsrOptions, Lfm2Audio, ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session,
     SessionOptions, TtsOptions, Voice,

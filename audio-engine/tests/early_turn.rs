@@ -10,6 +10,7 @@ mod common;
 use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     AudioInput, EngineError, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,
 };

@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths, Quant};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, ModelOptions, S2sOptions};
 
 use common::child::{self, report};

@@ -13,6 +13,7 @@ use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter};
 use audio_engine::lfm2_audio::internals::gguf_keys;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, LoadError, ModelOptions};
 
 /// Written by the vocoder converter of llama.cpp's LFM2.5-Audio runner (PR #18641,

@@ -31,6 +31,7 @@ use audio_engine::lfm2_audio::internals::detokenizer::{Detokenizer, DetokenizerO
 use audio_engine::lfm2_audio::internals::package::ModelPackage;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     AsrOptions, ReplyEvent, ReplyResult, S2sOptions, S2sRequest, Session, SessionOptions,
     TtsOptions, Voice,

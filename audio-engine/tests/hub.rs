@@ -21,6 +21,7 @@ use audio_engine::lfm2_audio::hub::{
     fetch, DigestKind, HubError, HubOptions, HubSpec, VERIFIED_MARKER_DIR,
 };
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths, Quant};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, Lfm2Audio, ModelOptions, S2sOptions};
 
 use common::child;

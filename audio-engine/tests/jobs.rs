@@ -6,6 +6,7 @@
 mod common;
 
 use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     AsrJob, AsrOptions, AudioInput, EngineError, Job, ReplyEvent, S2sOptions, S2sRequest,
     SamplerConfig, TtsJob, TtsOptions, Voice,

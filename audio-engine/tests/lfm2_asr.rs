@@ -11,6 +11,7 @@ use audio_engine::lfm2_audio::internals::backbone::{Backbone, Position, Rows};
 use audio_engine::lfm2_audio::internals::package::ModelPackage;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::prompt::{PromptBuilder, PromptPiece, SYSTEM_ASR};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, ModelOptions, StopReason};
 
 use common::lfm2_tiny::{input_signal, reference};

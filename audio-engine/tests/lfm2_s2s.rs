@@ -9,6 +9,7 @@ use audio_engine::lfm2_audio::conversation::artifact::ReplyStep;
 use audio_engine::lfm2_audio::internals::detokenizer::SAMPLES_PER_FRAME;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{EngineError, ReplyEvent, S2sOptions, TtsOptions, Voice};
 
 use common::lfm2_tiny::{input_signal, reference, Step};

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use audio_engine::lfm2_audio::internals::backbone::BLOCK_POSITIONS;
 use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, ModelOptions};
 
 use common::child::{self, report};

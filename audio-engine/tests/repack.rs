@@ -18,6 +18,7 @@ use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID
 use audio_engine::lfm2_audio::internals::load_error::LoadError;
 use audio_engine::lfm2_audio::internals::package::{PackagePaths, Quant};
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::internals::weights::{open_gguf, WeightFile};
 use audio_engine::lfm2_audio::{
     ModelOptions, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions, TurnResult,

@@ -6,6 +6,7 @@ mod common;
 
 use audio_engine::lfm2_audio::conversation::{check_artifacts, encode_reply, Task};
 use audio_engine::lfm2_audio::internals::package::Quant;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::limits::{
     MAX_ARTIFACTS, MAX_ARTIFACT_BYTES, MAX_SYSTEM_PROMPT_BYTES, MAX_TTS_TEXT_BYTES,
 };

@@ -16,6 +16,7 @@ use audio_engine::lfm2_audio::internals::audio::{decode_wav_bytes, resample, Rea
 use audio_engine::lfm2_audio::internals::features::log_mel;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::safetensors::{Dtype, SafeTensors};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, StopReason};
 
 use common::lfm2_tiny::reference;

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, Quant};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     AsrOptions, Lfm2Audio, ModelOptions, S2sOptions, S2sRequest, SamplerConfig, Session,
     SessionOptions, TtsOptions, Voice,

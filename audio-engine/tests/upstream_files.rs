@@ -17,6 +17,7 @@ use audio_engine::lfm2_audio::internals::package::{
     open_backbone, open_detokenizer, open_mmproj, ModelPackage, PackagePaths,
 };
 use audio_engine::lfm2_audio::internals::sampling::SamplerConfig;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
 use audio_engine::lfm2_audio::internals::weights::WeightFile;
 use audio_engine::lfm2_audio::{

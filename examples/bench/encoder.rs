@@ -9,6 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, ensure, Context, Result};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{load_wav_bytes_16k, Lfm2Audio, ReadOptions};
 use serde_json::Value;
 

@@ -51,8 +51,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
-use audio_engine::ggml::{vnni_q4_0_built, vnni_q4_0_by_default};
+use audio_engine::ggml::vnni_q4_0_built;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     Lfm2Audio, ModelOptions, ModelPackage, Quant, S2sOptions, S2sRequest, SamplerConfig, Session,
     SessionOptions, TurnResult,
@@ -84,11 +85,11 @@ struct Args {
     step_threads: u32,
     /// The most sessions whose steps one tick batches (`ModelOptions::max_batch`; 1: every
     /// step on its own).
-    #[arg(long, default_value_t = audio_engine::lfm2_audio::max_batch_by_default() as u32,
+    #[arg(long, default_value_t = env_defaults().max_batch as u32,
           value_parser = value_parser!(u32).range(1..=64))]
     batch: u32,
     /// Sessions generating at once from which their steps batch (`ModelOptions::batch_from`).
-    #[arg(long, default_value_t = audio_engine::lfm2_audio::batch_from_by_default() as u32,
+    #[arg(long, default_value_t = env_defaults().batch_from as u32,
           value_parser = value_parser!(u32).range(1..=64))]
     batch_from: u32,
     /// Device the model runs on: cpu, vulkan:N, cuda:N or metal (the build needs its feature;
@@ -711,7 +712,13 @@ fn llama_child(a: &Args, backbone: &Path) -> Result<()> {
 /// Whether ours computes `Q4_0` products with the VNNI column kernel (vendor patch 0007: built,
 /// and not turned off by `LFM2_NO_VNNI_Q4_0`), so that a side with ggml's kernel is worth timing.
 fn vnni_kernel_on() -> bool {
-    vnni_q4_0_by_default() && vnni_q4_0_built()
+    env_defaults().vnni_q4_0 && vnni_q4_0_built()
+}
+
+/// The model options with the environment's `LFM2_*` variables applied (README,
+/// "Environment"): the bench is a binary, and the engine library reads no environment.
+fn env_defaults() -> ModelOptions {
+    ModelOptions::default().with_vars(&|name| std::env::var(name).ok())
 }
 
 /// libllama's model for a llama.cpp child: on the CPU when ours runs there (`--llama-cpu`),
@@ -852,6 +859,9 @@ fn pressure_pct(l: &Load) -> String {
 }
 
 fn main() -> Result<()> {
+    audio_engine::ggml::set_log_level(audio_engine::lfm2_audio::vars::log_level_from_vars(
+        &|name| std::env::var(name).ok(),
+    ));
     let mut a = Args::parse();
     if let Some(parent) = a.busy {
         return busy(parent);
@@ -947,7 +957,7 @@ fn main() -> Result<()> {
             max_batch: a.batch as usize,
             batch_from: a.batch_from as usize,
             device: a.device,
-            ..Default::default()
+            ..env_defaults()
         },
     )?;
     let load_s = t_load.elapsed().as_secs_f64();
@@ -969,7 +979,7 @@ fn main() -> Result<()> {
                     n_threads: a.threads as usize,
                     vnni_q4_0: false,
                     device: a.device,
-                    ..Default::default()
+                    ..env_defaults()
                 },
             )?)
         } else {

@@ -33,6 +33,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext};
 use audio_engine::lfm2_audio::conversation::Artifact;
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::step_anchor::StepProbe;
 use audio_engine::lfm2_audio::{Lfm2Audio, ReplyEvent};
 use serde_json::{json, Value};

@@ -39,7 +39,7 @@ impl HubArgs {
             println!("--hf {hf} names no quantization: using {q} (add :F32, :F16, :Q8_0 or :Q4_0)");
             spec.quant = Some(q);
         }
-        let mut opts = HubOptions::from_env();
+        let mut opts = HubOptions::from_vars(&|name| std::env::var(name).ok());
         opts.offline |= self.offline;
         let got = fetch(&spec, &opts).with_context(|| format!("fetching {spec}"))?;
         let dir = got.paths.backbone.parent().unwrap_or(Path::new("."));

@@ -9,7 +9,12 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use audio_engine::ggml::Device;
-use audio_engine::lfm2_audio::{default_demo_dir, load_demo, Lfm2Audio, ModelOptions};
+use audio_engine::lfm2_audio::{default_demo_dir, load_demo, vars, Lfm2Audio, ModelOptions};
+
+/// An environment variable.
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
 
 /// Model text made safe for a terminal: control characters (the demo's random text has them:
 /// escape sequences, backspaces, carriage returns, newlines) and the invisible characters that
@@ -46,9 +51,12 @@ fn needs_escape(c: char) -> bool {
         )
 }
 
-/// The default model options with `--threads` and `--device` applied.
+/// The default model options with the environment's `LFM2_*` variables (README,
+/// "Environment") and `--threads` and `--device` applied; sets the log level from `LLAMA_LOG`
+/// too (the engine library reads no environment: the examples, as binaries, do).
 pub fn model_options(threads: Option<usize>, device: Option<Device>) -> ModelOptions {
-    let mut options = ModelOptions::default();
+    audio_engine::ggml::set_log_level(vars::log_level_from_vars(&env_var));
+    let mut options = ModelOptions::default().with_vars(&env_var);
     if let Some(n) = threads {
         options.n_threads = n;
     }

@@ -208,6 +208,17 @@ pub struct Settings {
     pub hub_offline: bool,
 }
 
+/// An environment variable, for the engine's documented ones (`LFM2_*`, `LLAMA_LOG`): the
+/// server is a binary, and the engine library reads no environment itself.
+pub fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The engine's model options with the environment's `LFM2_*` variables applied.
+pub fn model_defaults() -> audio_engine::lfm2_audio::ModelOptions {
+    audio_engine::lfm2_audio::ModelOptions::default().with_vars(&env_var)
+}
+
 impl Default for Settings {
     fn default() -> Self {
         Settings {
@@ -215,8 +226,8 @@ impl Default for Settings {
             port: 8080,
             threads: std::thread::available_parallelism().map_or(2, |n| n.get()),
             device: None,
-            batch: audio_engine::lfm2_audio::max_batch_by_default(),
-            batch_from: audio_engine::lfm2_audio::batch_from_by_default(),
+            batch: model_defaults().max_batch,
+            batch_from: model_defaults().batch_from,
             slots: 2,
             early_turn_ms: DEFAULT_EARLY_TURN_MS,
             smart_turn_weights: None,

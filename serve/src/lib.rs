@@ -350,6 +350,9 @@ where
     T: Into<std::ffi::OsString> + Clone,
 {
     let cli = Cli::parse_from(args);
+    audio_engine::ggml::set_log_level(audio_engine::lfm2_audio::vars::log_level_from_vars(
+        &config::env_var,
+    ));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -15,7 +15,7 @@ pub fn load_model(path: Option<&Path>, settings: &Settings) -> anyhow::Result<Lf
         max_batch: settings.batch,
         batch_from: settings.batch_from,
         max_audio_seconds: settings.max_audio_seconds,
-        ..ModelOptions::default()
+        ..crate::config::model_defaults()
     };
     #[cfg(feature = "hub")]
     if let Some(spec) = path.and_then(|p| p.to_str()).and_then(hub_spec) {
@@ -52,7 +52,7 @@ fn load_from_hub(
     if spec.quant.is_none() {
         tracing::info!("{spec} names no quantization: using {DEFAULT_QUANT}");
     }
-    let mut hub = HubOptions::from_env();
+    let mut hub = HubOptions::from_vars(&crate::config::env_var);
     hub.offline |= settings.hub_offline;
     let got = fetch(spec, &hub).with_context(|| format!("fetching {spec}"))?;
     tracing::info!(

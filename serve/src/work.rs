@@ -40,7 +40,8 @@ impl std::ops::Deref for Finished {
 /// A message from the worker.
 pub enum Msg {
     Event(ReplyEvent),
-    Done(Result<Finished, EngineError>),
+    /// Boxed: the outcome (audio, artifact, timings) is ten times an event's size.
+    Done(Result<Box<Finished>, EngineError>),
 }
 
 /// Runs `job` on `lease` off the runtime; events and the outcome arrive on the returned
@@ -69,11 +70,13 @@ pub fn spawn(
                 .run_cancellable(&job, &keep_going, &mut sink),
             _ => lease.model().run_cancellable(&job, &keep_going, &mut sink),
         };
-        let res = res.map(|outcome| Finished {
-            outcome,
-            affine,
-            slot,
-            engine_time: t0.elapsed(),
+        let res = res.map(|outcome| {
+            Box::new(Finished {
+                outcome,
+                affine,
+                slot,
+                engine_time: t0.elapsed(),
+            })
         });
         // why: give the session back before the client hears the end, so a next turn sent at
         // once finds it free.

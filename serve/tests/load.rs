@@ -8,6 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, S2sOptions, S2sRequest, SamplerConfig, Session, SessionOptions,
     QUESTION_ID,

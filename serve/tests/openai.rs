@@ -6,6 +6,7 @@
 
 mod common;
 
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, AudioInput, Request, RequestContext, SamplerConfig, Task, TtsOptions,
     Voice, QUESTION_ID, REPLY_ID,

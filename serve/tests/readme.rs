@@ -13,6 +13,7 @@ mod common;
 
 use std::process::Command;
 
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, TtsOptions, Voice};
 use serde_json::Value;
 

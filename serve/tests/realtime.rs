@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 use tokio_tungstenite::tungstenite::Message;
 
 use audio_engine::lfm2_audio::conversation::{truncate_reply, FRAME_MS};
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions,
     QUESTION_ID,

@@ -23,6 +23,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, S2sOptions, S2sRequest, Session, SessionOptions, QUESTION_ID,
 };

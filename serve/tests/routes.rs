@@ -7,6 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{ReplyEvent, S2sOptions, S2sRequest, Session, SessionOptions};
 use serde_json::{json, Value};
 use serve::config::Settings;

@@ -197,16 +197,6 @@ pub struct Backend {
     stream_priority: bool,
 }
 
-/// Whether weights are repacked unless a backend handle says otherwise
-/// ([`Backend::with_weight_repack`]): true unless the environment variable `LFM2_NO_REPACK` is
-/// set to a non-empty value other than `0` (read once).
-pub fn repack_by_default() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
-        !matches!(std::env::var("LFM2_NO_REPACK").as_deref(), Ok(v) if !v.is_empty() && v != "0")
-    })
-}
-
 /// Whether this build has the AVX-512 VNNI column kernel for repacked `Q4_0` weights (vendor
 /// patch 0007; built when ggml is compiled for a CPU with AVX-512 F, BW and VNNI, as a
 /// `native` build on such a CPU is).
@@ -249,16 +239,6 @@ pub fn vnni_q4_0_min_columns() -> usize {
     *MIN.get_or_init(|| match crate::ggml::cpu_features().contains(&"amx_int8") {
         true => 1,
         false => 2,
-    })
-}
-
-/// Whether CPU computes take the VNNI column kernel unless a backend handle says otherwise
-/// ([`Backend::with_vnni_q4_0`]): true unless the environment variable `LFM2_NO_VNNI_Q4_0` is
-/// set to a non-empty value other than `0` (read once).
-pub fn vnni_q4_0_by_default() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| {
-        !matches!(std::env::var("LFM2_NO_VNNI_Q4_0").as_deref(), Ok(v) if !v.is_empty() && v != "0")
     })
 }
 
@@ -421,8 +401,8 @@ impl Backend {
                 threads: std::sync::atomic::AtomicUsize::new(0),
                 budget: Mutex::new(None),
             }),
-            repack: repack_by_default(),
-            vnni_q4_0: vnni_q4_0_by_default(),
+            repack: true,
+            vnni_q4_0: true,
             stream_priority: false,
         })
     }
@@ -439,7 +419,7 @@ impl Backend {
     /// weight that [`WeightStore::load`](super::WeightStore::load) may repack, and for which
     /// ggml's CPU backend has a kernel for this CPU (`Q4_0` with AVX2, ...), in the CPU's
     /// extra buffer type (`CPU_REPACK`), laid out for that kernel. Faster matrix products; the
-    /// results round differently from the plain kernels. Default: [`repack_by_default`].
+    /// results round differently from the plain kernels. Default: on.
     /// Other clones of the backend keep their setting.
     pub fn with_weight_repack(mut self, on: bool) -> Backend {
         self.repack = on;
@@ -461,7 +441,7 @@ impl Backend {
     /// outputs do not change, at any width, and it is faster from two columns (BENCHMARKS.md).
     /// With it on, weight stores loaded for this handle put `Q4_0` matrices in `CPU_REPACK`
     /// rather than ggml's AMX buffer type, whose kernels round otherwise: on CPUs with AMX the
-    /// setting at load changes output bits. Default: [`vnni_q4_0_by_default`]. Other clones of
+    /// setting at load changes output bits. Default: on. Other clones of
     /// the backend keep their setting.
     pub fn with_vnni_q4_0(mut self, on: bool) -> Backend {
         self.vnni_q4_0 = on;

@@ -2,13 +2,14 @@
 //!
 //! By default ggml prints everything (including per-graph debug chatter) to stderr. The first
 //! [`Context`](super::Context) or [`Backend`](super::Backend) this crate creates installs a quiet
-//! default instead: warnings and errors go to stderr (`LLAMA_LOG=debug|info|warn|error|none`
-//! changes the level), everything else is dropped. Call [`set_log_callback`] to receive every
-//! message yourself, or [`add_log_hook`] to watch messages without changing what is printed.
+//! default instead: warnings and errors go to stderr ([`set_log_level`] changes the level; the
+//! binaries set it from `LLAMA_LOG=debug|info|warn|error|none`), everything else is dropped.
+//! Call [`set_log_callback`] to receive every message yourself, or [`add_log_hook`] to watch
+//! messages without changing what is printed.
 //! libllama's messages come through the same path (its log setter also sets ggml's).
 
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, Ordering};
 use std::sync::{Arc, Once, RwLock};
 
 use ggml_sys as sys;
@@ -78,16 +79,31 @@ pub fn add_log_hook(hook: impl Fn(&str) + Send + Sync + 'static) {
         .push(Box::new(hook));
 }
 
+/// The default sink's level as [`set_log_level`] encodes it: 0-3 a level, 4 nothing.
+static THRESHOLD: AtomicU8 = AtomicU8::new(2);
+
+/// Sets the lowest level the quiet default sink prints to stderr (`None`: nothing). Default
+/// [`LogLevel::Warn`]. A callback from [`set_log_callback`] sees every message either way.
+pub fn set_log_level(level: Option<LogLevel>) {
+    let code = match level {
+        Some(LogLevel::Debug) => 0,
+        Some(LogLevel::Info) => 1,
+        Some(LogLevel::Warn) => 2,
+        Some(LogLevel::Error) => 3,
+        None => 4,
+    };
+    THRESHOLD.store(code, Ordering::Relaxed);
+}
+
 /// Minimum level printed by the default sink.
 fn default_threshold() -> Option<LogLevel> {
-    static LEVEL: std::sync::OnceLock<Option<LogLevel>> = std::sync::OnceLock::new();
-    *LEVEL.get_or_init(|| match std::env::var("LLAMA_LOG").as_deref() {
-        Ok("debug") => Some(LogLevel::Debug),
-        Ok("info") => Some(LogLevel::Info),
-        Ok("error") => Some(LogLevel::Error),
-        Ok("none") => None,
-        _ => Some(LogLevel::Warn),
-    })
+    match THRESHOLD.load(Ordering::Relaxed) {
+        0 => Some(LogLevel::Debug),
+        1 => Some(LogLevel::Info),
+        2 => Some(LogLevel::Warn),
+        3 => Some(LogLevel::Error),
+        _ => None,
+    }
 }
 
 pub(crate) unsafe extern "C" fn trampoline(

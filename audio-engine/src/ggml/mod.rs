@@ -28,8 +28,8 @@ pub mod thread_budget;
 pub mod weights;
 
 pub use backend::{
-    devices, repack_by_default, vnni_q4_0_amx_calls, vnni_q4_0_amx_min_columns, vnni_q4_0_built,
-    vnni_q4_0_by_default, vnni_q4_0_calls, vnni_q4_0_min_columns, Backend, DeviceInfo, DeviceKind,
+    devices, vnni_q4_0_amx_calls, vnni_q4_0_amx_min_columns, vnni_q4_0_built, vnni_q4_0_calls,
+    vnni_q4_0_min_columns, Backend, DeviceInfo, DeviceKind,
 };
 pub use buffer::{AlignedBytes, BackendBuffer, GraphAllocator, HostMemory};
 pub use context::Context;
@@ -38,7 +38,7 @@ pub use device::{Device, DeviceError, ParseDeviceError};
 pub use dtype::GgmlType;
 pub use error::{ComputeStatus, GgmlError, Result};
 pub use graph::Graph;
-pub use log::{set_log_callback, LogLevel};
+pub use log::{set_log_callback, set_log_level, LogLevel};
 pub use mapped_file::MappedFile;
 pub use ops::{GluOp, Precision, RopeMode, RopeParams, UnaryOp};
 pub use sched::{

@@ -55,7 +55,8 @@ impl Lfm2Audio {
 
     /// Log-mel features, encoder and adapter: the audio-in embeddings of 16 kHz mono samples,
     /// `rows x hidden` row-major.
-    pub fn encode_audio(&self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn encode_audio(&self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
         let backend = self.run_backend(None)?;
         self.encode_audio_on(&backend, None, samples)
     }

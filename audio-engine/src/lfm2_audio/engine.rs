@@ -34,33 +34,15 @@ use crate::lfm2_audio::text::tokenizer::Tokenizer;
 pub use crate::lfm2_audio::limits::DEFAULT_MAX_AUDIO_SECONDS;
 pub use crate::lfm2_audio::model::backbone::AUDIO_CODE_TABLE;
 
-/// Default [`ModelOptions::max_batch`] unless the environment sets `LFM2_MAX_BATCH`: 1, every
-/// reply computes its own steps (see [`ModelOptions::max_batch`] for why).
+/// Default [`ModelOptions::max_batch`]: 1, every reply computes its own steps (see
+/// [`ModelOptions::max_batch`] for why). Binaries take `LFM2_MAX_BATCH` instead
+/// ([`ModelOptions::with_vars`]).
 pub const DEFAULT_MAX_BATCH: usize = 1;
 
-/// Default [`ModelOptions::batch_from`] unless the environment sets `LFM2_BATCH_FROM`: steps
-/// batch while three or more replies generate at once (see [`ModelOptions::batch_from`]).
+/// Default [`ModelOptions::batch_from`]: steps batch while three or more replies generate at
+/// once (see [`ModelOptions::batch_from`]). Binaries take `LFM2_BATCH_FROM` instead
+/// ([`ModelOptions::with_vars`]).
 pub const DEFAULT_BATCH_FROM: usize = 3;
-
-/// A positive count from the environment variable `name`.
-fn count_from_env(name: &str) -> Option<usize> {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .filter(|&n| n > 0)
-}
-
-/// [`DEFAULT_MAX_BATCH`], or the environment's `LFM2_MAX_BATCH` when it holds a positive count
-/// (so programs that cannot set [`ModelOptions`], such as callers of the C ABI, can batch).
-pub fn max_batch_by_default() -> usize {
-    count_from_env("LFM2_MAX_BATCH").unwrap_or(DEFAULT_MAX_BATCH)
-}
-
-/// [`DEFAULT_BATCH_FROM`], or the environment's `LFM2_BATCH_FROM` when it holds a positive
-/// count (for callers of the C ABI, as [`max_batch_by_default`]).
-pub fn batch_from_by_default() -> usize {
-    count_from_env("LFM2_BATCH_FROM").unwrap_or(DEFAULT_BATCH_FROM)
-}
 
 /// Default context: prompt plus generated steps.
 pub const DEFAULT_CONTEXT: usize = 8192;
@@ -95,7 +77,7 @@ pub struct ModelOptions {
     /// into one graph, reading the weights once for all of them (see
     /// `StepScheduler`).
     /// 1: no batching, every reply computes its own steps beside the others, sharing the cores
-    /// through the thread budget. Default [`max_batch_by_default`] (1): measured through `serve`
+    /// through the thread budget. Default [`DEFAULT_MAX_BATCH`] (1): measured through `serve`
     /// on a 2-core machine, 3, 4 and 8 concurrent requests finished 4-7 % sooner unbatched
     /// (BENCHMARKS.md, "Many conversations on one model"); batching is for machines where a
     /// step's weights, not its arithmetic, bound it. A reply's bytes do not depend on it.
@@ -103,7 +85,7 @@ pub struct ModelOptions {
     /// How many replies must be generating at once for their steps and frames to batch (with
     /// `max_batch` above 1): each reply decides at every step, so replies batch while this
     /// many run and compute alone again when fewer do. 0 or 1: batch whenever another reply's
-    /// step is announced. Default [`batch_from_by_default`] (3): two concurrent replies finish
+    /// step is announced. Default [`DEFAULT_BATCH_FROM`] (3): two concurrent replies finish
     /// sooner each computing alone (BENCHMARKS.md), so a batching server does not lose at two.
     /// A reply's bytes do not depend on it.
     pub batch_from: usize,
@@ -113,7 +95,8 @@ pub struct ModelOptions {
     pub context: usize,
     /// Repack matrix weights for the CPU's SIMD kernels where ggml has one (`Q4_0` with AVX2,
     /// ...; see [`Backend::with_weight_repack`]): faster, with other rounding than the plain
-    /// kernels. Default on, off when the environment sets `LFM2_NO_REPACK=1`.
+    /// kernels. Default on (binaries turn it off for `LFM2_NO_REPACK=1`, see
+    /// [`ModelOptions::with_vars`]).
     pub repack: bool,
     /// Compute products of two columns and more (and of one, on CPUs with AMX-INT8) with
     /// repacked `Q4_0` weights with the AVX-512 VNNI column kernel (vendor patch 0007; see
@@ -121,8 +104,8 @@ pub struct ModelOptions {
     /// steps. Where ggml has no AMX, outputs are the same bytes either way. On CPUs with AMX,
     /// it also puts `Q4_0` matrices in ggml's `CPU_REPACK` layout rather than its AMX one,
     /// whose kernels round otherwise, so there the setting changes output bytes (each setting
-    /// keeps its own at every batch width). Default on, off when the environment sets
-    /// `LFM2_NO_VNNI_Q4_0=1`.
+    /// keeps its own at every batch width). Default on (binaries turn it off for
+    /// `LFM2_NO_VNNI_Q4_0=1`, see [`ModelOptions::with_vars`]).
     pub vnni_q4_0: bool,
     /// The device the weights, caches and graphs live on: `cpu`, `vulkan:N`, `cuda:N` or
     /// `metal` (parsed from those strings; the build needs the device's cargo feature). On a
@@ -141,12 +124,12 @@ impl Default for ModelOptions {
             max_compute_threads: 0,
             frame_threads: 0,
             step_threads: 0,
-            max_batch: max_batch_by_default(),
-            batch_from: batch_from_by_default(),
+            max_batch: DEFAULT_MAX_BATCH,
+            batch_from: DEFAULT_BATCH_FROM,
             max_audio_seconds: DEFAULT_MAX_AUDIO_SECONDS,
             context: DEFAULT_CONTEXT,
-            repack: crate::ggml::repack_by_default(),
-            vnni_q4_0: crate::ggml::vnni_q4_0_by_default(),
+            repack: true,
+            vnni_q4_0: true,
             device: None,
         }
     }

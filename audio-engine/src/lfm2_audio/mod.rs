@@ -1,8 +1,9 @@
 //! LFM2-Audio: LiquidAI's speech-in/speech-out model on top of the LFM2 backbone.
 //!
-//! Applications use the names re-exported here: [`Lfm2Audio`] (a loaded model: ASR, TTS, S2S,
-//! offline or streamed), [`Session`] (multi-turn S2S with caches), the options, requests,
-//! results and streams, [`Voice`], the WAV helpers and the errors; protocol layers (the C ABI,
+//! Applications use the names re-exported here: [`Lfm2Audio`] (a loaded model) and [`Session`]
+//! (multi-turn S2S with caches), whose doors run every task as a [`Job`] (`run`,
+//! `run_cancellable`, and a session's `prepare_turn`), the options, requests, outcomes,
+//! [`Voice`], the WAV helpers and the errors; protocol layers (the C ABI,
 //! the HTTP server) also use [`conversation`], the multi-turn protocol's artifacts and checks.
 //! With feature `convert`, the checkpoint converter (`convert`, `convert_checkpoint`); with
 //! `testkit`, the built-in demo package (`load_demo`) and synthetic checkpoints (`synthetic`).
@@ -22,7 +23,7 @@
 //! | `generation` | the one generation loop, schedules, event streams |
 //! | `tasks` | ASR, TTS, one-shot S2S |
 //! | `session` | multi-turn sessions: the conversation protocol, prefill-block cache, prefill ahead, encoder-output reuse |
-//! | `api` | the one request model: `Job` in, events to a sink, `Outcome` out (`Session::run`) |
+//! | `api` | the one request model: `Job` in, events to a sink, `Outcome` out (the doors: `Lfm2Audio::run`, `Session::run`, `Session::prepare_turn`); the binaries' environment variables parsed (`vars`) |
 //! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
 //! [`limits`] (public) lists every limit on what one request may make the engine hold (audio
@@ -54,14 +55,14 @@ pub use crate::ggml::ThreadBudgetStats;
 /// The option table and its reader ([`options::resolve`]), README's table
 /// ([`options::markdown_table`]).
 pub use api::options;
+/// The environment variables the binaries read, parsed ([`ModelOptions::with_vars`],
+/// [`vars::log_level_from_vars`]).
+pub use api::vars;
 pub use api::{
     AsrJob, Job, OptionMap, OptionSpec, OptionType, OptionValue, Outcome, Request, RequestContext,
     ResolvedRequest, TtsJob, REQUEST_OPTIONS,
 };
-pub use engine::{
-    batch_from_by_default, max_batch_by_default, Lfm2Audio, ModelOptions, DEFAULT_BATCH_FROM,
-    DEFAULT_MAX_BATCH,
-};
+pub use engine::{Lfm2Audio, ModelOptions, DEFAULT_BATCH_FROM, DEFAULT_MAX_BATCH};
 pub use error::EngineError;
 pub use generation::reply::{ReplyEvent, ReplyResult, ReplyStream, ReplyTimings, StepTimings};
 pub use io::audio::{
@@ -135,6 +136,8 @@ pub mod internals {
     pub mod session {
         pub use super::super::session::*;
     }
+    /// The per-task calls under the doors, for tests and benches.
+    pub use super::api::task_calls;
     pub use super::session::{conversation, prefill_cache};
     pub use super::tasks::{asr, s2s, tts};
     pub use super::text::{prompt, tokenizer};

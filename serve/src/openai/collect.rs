@@ -9,7 +9,7 @@ use crate::work::{Finished, Msg};
 pub(super) async fn collect(mut rx: Receiver<Msg>) -> Result<Finished, ApiError> {
     while let Some(msg) = rx.recv().await {
         if let Msg::Done(r) = msg {
-            return Ok(r?);
+            return Ok(*r?);
         }
     }
     Err(ApiError::internal(

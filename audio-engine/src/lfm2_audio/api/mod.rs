@@ -10,6 +10,9 @@ pub mod options;
 pub mod outcome;
 pub mod request;
 mod run;
+#[cfg(feature = "testkit")]
+pub mod task_calls;
+pub mod vars;
 
 pub use job::{AsrJob, Job, TtsJob};
 pub use options::{OptionMap, OptionSpec, OptionType, OptionValue, REQUEST_OPTIONS};

@@ -1,10 +1,12 @@
 //! What a finished job produced.
 
+use crate::lfm2_audio::generation::reply::ReplyTimings;
 use crate::lfm2_audio::session::conversation::{Artifact, Task};
-use crate::lfm2_audio::tasks::asr::StopReason;
+use crate::lfm2_audio::tasks::asr::{AsrTimings, StopReason};
 
-/// The result of a [`Job`](super::Job), the same shape for every task.
-#[derive(Debug, Clone, PartialEq)]
+/// The result of a [`Job`](super::Job), the same shape for every task. Two outcomes are equal
+/// when everything but their [`timings`](Outcome::timings) is.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct Outcome {
     /// The task that ran.
@@ -32,6 +34,57 @@ pub struct Outcome {
     pub cancelled: bool,
     /// Seconds of input audio (ASR).
     pub input_seconds: f64,
+    /// Where the time went (ASR: `encode`, `prefill`, and its decode as `generate`; summed
+    /// over the pieces of chunked ASR).
+    pub timings: ReplyTimings,
+}
+
+impl PartialEq for Outcome {
+    // why: timings are the clock's, not the job's: two runs of one job are equal.
+    fn eq(&self, other: &Outcome) -> bool {
+        let Outcome {
+            task,
+            text,
+            audio,
+            artifact,
+            tokens,
+            steps,
+            prompt_positions,
+            resumed_prefill_positions,
+            reused_questions,
+            ended,
+            cancelled,
+            input_seconds,
+            timings: _,
+        } = self;
+        (
+            task,
+            text,
+            audio,
+            artifact,
+            tokens,
+            steps,
+            prompt_positions,
+            resumed_prefill_positions,
+            reused_questions,
+            ended,
+            cancelled,
+            input_seconds,
+        ) == (
+            &other.task,
+            &other.text,
+            &other.audio,
+            &other.artifact,
+            &other.tokens,
+            &other.steps,
+            &other.prompt_positions,
+            &other.resumed_prefill_positions,
+            &other.reused_questions,
+            &other.ended,
+            &other.cancelled,
+            &other.input_seconds,
+        )
+    }
 }
 
 impl Outcome {
@@ -49,7 +102,16 @@ impl Outcome {
             ended: false,
             cancelled: false,
             input_seconds: 0.0,
+            timings: ReplyTimings::default(),
         }
+    }
+
+    /// Adds one ASR pass's timings.
+    pub(crate) fn add_asr_timings(&mut self, t: &AsrTimings) {
+        self.timings.encode += t.encode;
+        self.timings.prefill += t.prefill;
+        self.timings.generate += t.decode;
+        self.timings.total += t.encode + t.prefill + t.decode;
     }
 
     /// Whether an ASR stop reason means the text ended on its own.

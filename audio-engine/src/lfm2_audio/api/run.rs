@@ -1,4 +1,4 @@
-//! Runs a [`Job`] on a session: the one entry point of every front end.
+//! Runs a [`Job`] on a session or on the loaded model: the doors every front end goes through.
 
 use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
@@ -84,8 +84,10 @@ impl Session {
     /// and S2S's text and audio. When `sink` returns false generation stops at the next step
     /// and the outcome says `cancelled` (its audio is what the sink accepted). A bad request
     /// fails before any event. S2S turns use the session's caches; ASR and TTS its backend
-    /// only. The bytes are those of [`Session::asr_with`], [`Session::tts_with`] and
-    /// [`Session::s2s_with`].
+    /// only.
+    ///
+    /// This and [`Session::run_cancellable`], [`Session::prepare_turn`], [`Lfm2Audio::run`]
+    /// and [`Lfm2Audio::run_cancellable`] are the engine's only task entry points.
     pub fn run(
         &mut self,
         job: &Job,
@@ -121,6 +123,7 @@ impl Session {
                 o.steps = r.steps.len();
                 o.prompt_positions = r.prompt_positions;
                 o.ended = r.ended;
+                o.timings = r.timings;
             }
             Job::S2s(req) => {
                 let t = self.s2s_with(req, &mut |ev| g.offer(ev))?;
@@ -132,6 +135,7 @@ impl Session {
                 o.resumed_prefill_positions = t.reply.resumed_prefill_steps;
                 o.reused_questions = t.reused_questions;
                 o.ended = t.reply.ended;
+                o.timings = t.reply.timings;
             }
         }
         if g.stopped {
@@ -162,6 +166,7 @@ impl Session {
             o.tokens = r.tokens;
             o.prompt_positions = r.prompt_positions;
             o.ended = Outcome::asr_ended(r.stop);
+            o.add_asr_timings(&r.timings);
             return Ok(());
         };
         if !(seconds.is_finite() && seconds > 0.0) {
@@ -192,6 +197,7 @@ impl Session {
             o.tokens.extend_from_slice(&r.tokens);
             o.prompt_positions = r.prompt_positions;
             o.ended &= Outcome::asr_ended(r.stop);
+            o.add_asr_timings(&r.timings);
             let t = r.text.trim();
             if !t.is_empty() {
                 texts.push(t.to_owned());

@@ -184,6 +184,19 @@ impl Utf8Pending {
     }
 }
 
+/// The one check of a request's step limit: a reply of no steps is a bad request. The reply
+/// loop every task runs makes it; so do the two places where a request must fail before any
+/// work starts: a turn's preparation (a turn started early fails as its run would) and a
+/// stream's start.
+pub(crate) fn check_max_new_tokens(max_new_tokens: usize) -> Result<(), EngineError> {
+    if max_new_tokens == 0 {
+        return Err(EngineError::InvalidRequest(
+            "max_new_tokens must be positive".into(),
+        ));
+    }
+    Ok(())
+}
+
 impl Lfm2Audio {
     pub(crate) fn schedule_tokens(&self) -> ScheduleTokens {
         let s = self.special_tokens();
@@ -212,11 +225,7 @@ impl Lfm2Audio {
             started,
             encode,
         } = req;
-        if opts.max_new_tokens == 0 {
-            return Err(EngineError::InvalidRequest(
-                "max_new_tokens must be positive".into(),
-            ));
-        }
+        check_max_new_tokens(opts.max_new_tokens)?;
         let context = self.options().context;
         let prompt_len = prompt.len();
         if prompt_len + opts.max_new_tokens > context {

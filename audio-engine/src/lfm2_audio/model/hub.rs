@@ -10,7 +10,8 @@
 //! The cache is the one `huggingface_hub` (Python) and the `hf-hub` crate share:
 //! `<cache>/models--<org>--<name>/{blobs/<etag>, snapshots/<commit>/<file> -> ../../blobs/<etag>,
 //! refs/main}`, so a file downloaded by either is used by the other without a second download.
-//! The environment is read as `huggingface_hub` reads it ([`HubOptions::from_env`]): `HF_ENDPOINT`,
+//! The environment is read as `huggingface_hub` reads it ([`HubOptions::from_vars`], the
+//! variables handed in by the binary): `HF_ENDPOINT`,
 //! `HF_TOKEN` (else the token file of `hf auth login`), `HF_HUB_OFFLINE`, `HF_HUB_CACHE`,
 //! `HF_HOME`, `XDG_CACHE_HOME`.
 //!
@@ -634,45 +635,40 @@ mod tests {
 
     #[test]
     fn options_from_the_environment() {
-        // why one test: the variables are process-wide; no other test of this binary reads them.
-        let vars = [
-            "HF_HOME",
-            "HF_HUB_CACHE",
-            "HF_TOKEN",
-            "HF_TOKEN_PATH",
-            "HF_ENDPOINT",
-            "HF_HUB_OFFLINE",
-        ];
-        let saved: Vec<_> = vars.iter().map(|v| (v, std::env::var_os(v))).collect();
-        for v in vars {
-            std::env::remove_var(v);
-        }
         let home = std::env::temp_dir().join(format!("hf-home-{}", std::process::id()));
         std::fs::create_dir_all(&home).unwrap();
         std::fs::write(home.join("token"), "hf_from_file\n").unwrap();
-        std::env::set_var("HF_HOME", &home);
-        std::env::set_var("HF_ENDPOINT", "http://mirror.example/");
-        std::env::set_var("HF_HUB_OFFLINE", "True");
-        let o = HubOptions::from_env();
+        let home_s = home.to_string_lossy().into_owned();
+        let table = |pairs: Vec<(&'static str, String)>| {
+            move |name: &str| {
+                pairs
+                    .iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.clone())
+            }
+        };
+        let first = table(vec![
+            ("HF_HOME", home_s.clone()),
+            ("HF_ENDPOINT", "http://mirror.example/".into()),
+            ("HF_HUB_OFFLINE", "True".into()),
+        ]);
+        let o = HubOptions::from_vars(&first);
         assert_eq!(o.cache_dir, home.join("hub"));
         assert_eq!(o.endpoint, "http://mirror.example");
         assert_eq!(o.token.as_deref(), Some("hf_from_file"));
         assert!(o.offline);
         assert!(!format!("{o:?}").contains("hf_from_file"));
-        std::env::set_var("HF_TOKEN", "hf_env");
-        std::env::set_var("HF_HUB_CACHE", "/elsewhere");
-        std::env::set_var("HF_HUB_OFFLINE", "0");
-        let o = HubOptions::from_env();
+        let second = table(vec![
+            ("HF_HOME", home_s),
+            ("HF_TOKEN", "hf_env".into()),
+            ("HF_HUB_CACHE", "/elsewhere".into()),
+            ("HF_HUB_OFFLINE", "0".into()),
+        ]);
+        let o = HubOptions::from_vars(&second);
         assert_eq!(o.token.as_deref(), Some("hf_env"));
         assert_eq!(o.cache_dir, PathBuf::from("/elsewhere"));
         assert!(!o.offline);
         let _ = std::fs::remove_dir_all(&home);
-        for (v, val) in saved {
-            match val {
-                Some(x) => std::env::set_var(v, x),
-                None => std::env::remove_var(v),
-            }
-        }
     }
 
     fn names(v: &[&str]) -> Vec<String> {

@@ -12,7 +12,11 @@ impl Session {
     /// The audio-in embeddings of 16 kHz mono samples (as [`Lfm2Audio::encode_audio`](crate::lfm2_audio::Lfm2Audio::encode_audio)), on the
     /// session's backend and in its kept encoder buffer; the kept questions are neither used
     /// nor changed.
-    pub fn encode_audio(&mut self, samples: &[f32]) -> Result<(usize, Vec<f32>), EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn encode_audio(
+        &mut self,
+        samples: &[f32],
+    ) -> Result<(usize, Vec<f32>), EngineError> {
         self.settle(false);
         let backend = self.backend()?;
         self.model
@@ -21,14 +25,19 @@ impl Session {
 
     /// Transcribes 16 kHz mono samples on the session's backend (as [`Lfm2Audio::asr`](crate::lfm2_audio::Lfm2Audio::asr); the
     /// conversation caches are not involved).
-    pub fn asr(&mut self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn asr(
+        &mut self,
+        samples: &[f32],
+        opts: &AsrOptions,
+    ) -> Result<AsrResult, EngineError> {
         self.settle(false);
         let backend = self.backend()?;
         self.model.asr_on(&backend, samples, opts)
     }
 
     /// [`Session::asr`], handing each piece of text to `sink` (see [`Lfm2Audio::asr_with`](crate::lfm2_audio::Lfm2Audio::asr_with)).
-    pub fn asr_with(
+    pub(crate) fn asr_with(
         &mut self,
         samples: &[f32],
         opts: &AsrOptions,
@@ -41,13 +50,18 @@ impl Session {
 
     /// Speaks `text` on the session's backend (as [`Lfm2Audio::tts`](crate::lfm2_audio::Lfm2Audio::tts); the conversation caches
     /// are not involved).
-    pub fn tts(&mut self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn tts(
+        &mut self,
+        text: &str,
+        opts: &TtsOptions,
+    ) -> Result<ReplyResult, EngineError> {
         self.tts_with(text, opts, &mut |_| true)
     }
 
     /// [`Session::tts`], handing each event to `sink` as it is produced (return false to stop:
     /// the result then holds what was produced so far, `ended` false).
-    pub fn tts_with(
+    pub(crate) fn tts_with(
         &mut self,
         text: &str,
         opts: &TtsOptions,

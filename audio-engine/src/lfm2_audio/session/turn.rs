@@ -6,7 +6,9 @@ use std::time::Instant;
 
 use crate::ggml::Backend;
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::generation::reply::{KeptPrefill, ReplyEvent, ReplyOptions};
+use crate::lfm2_audio::generation::reply::{
+    check_max_new_tokens, KeptPrefill, ReplyEvent, ReplyOptions,
+};
 use crate::lfm2_audio::generation::reply::{ReplyRequest, ReplyResult};
 use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::io::audio::ReadOptions;
@@ -50,13 +52,14 @@ impl Prepared {
 
 impl Session {
     /// Runs one turn offline.
-    pub fn s2s(&mut self, request: &S2sRequest) -> Result<TurnResult, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn s2s(&mut self, request: &S2sRequest) -> Result<TurnResult, EngineError> {
         self.s2s_with(request, &mut |_| true)
     }
 
     /// Runs one turn, handing each event to `sink` as it is produced (return false to stop:
     /// the reply is then cut, `ended` false). A bad request fails before any event.
-    pub fn s2s_with(
+    pub(crate) fn s2s_with(
         &mut self,
         request: &S2sRequest,
         sink: &mut dyn FnMut(ReplyEvent) -> bool,
@@ -82,11 +85,7 @@ impl Session {
         let has_history = check_artifacts(Task::S2s, &request.history)?;
         check_system_prompt(&request.s2s.system_prompt)?;
         let return_codes = request.return_codes;
-        if request.s2s.max_new_tokens == 0 {
-            return Err(EngineError::InvalidRequest(
-                "max_new_tokens must be positive".into(),
-            ));
-        }
+        check_max_new_tokens(request.s2s.max_new_tokens)?;
         let format = model.reply_format();
         let markup = ChatMarkup::new(model.tokenizer(), &request.s2s.system_prompt);
         let cfg = HistoryConfig {

@@ -41,7 +41,7 @@ pub enum StopReason {
     AudioStart,
     /// `max_new_tokens` was reached.
     MaxTokens,
-    /// The caller's sink asked to stop ([`Lfm2Audio::asr_with`]); the text is what was decoded
+    /// The caller's sink asked to stop (a [`Session::run`](crate::lfm2_audio::Session::run) sink returned false); the text is what was decoded
     /// until then.
     Stopped,
 }
@@ -74,13 +74,15 @@ pub struct AsrResult {
 
 impl Lfm2Audio {
     /// Transcribes a WAV file's bytes.
-    pub fn asr_wav(&self, wav: &[u8], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn asr_wav(&self, wav: &[u8], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
         let samples = self.read_wav(wav)?;
         self.asr(&samples, opts)
     }
 
     /// Transcribes 16 kHz mono samples.
-    pub fn asr(&self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn asr(&self, samples: &[f32], opts: &AsrOptions) -> Result<AsrResult, EngineError> {
         // why: the call computes on a backend of its own, so it never waits for other calls.
         let backend = self.run_backend(None)?;
         self.asr_on(&backend, samples, opts)
@@ -91,7 +93,8 @@ impl Lfm2Audio {
     /// that step: the result holds the text so far and [`StopReason::Stopped`]. A caller that
     /// wants to cancel from another thread checks its flag in `sink`, so the cancel takes effect
     /// between decode steps instead of after the whole transcription.
-    pub fn asr_with(
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn asr_with(
         &self,
         samples: &[f32],
         opts: &AsrOptions,
@@ -120,11 +123,6 @@ impl Lfm2Audio {
         opts: &AsrOptions,
         sink: &mut dyn FnMut(&str) -> bool,
     ) -> Result<AsrResult, EngineError> {
-        if opts.max_new_tokens == 0 {
-            return Err(EngineError::InvalidRequest(
-                "max_new_tokens must be positive".into(),
-            ));
-        }
         check_system_prompt(&opts.system_prompt)?;
         let started = Instant::now();
         let (rows, audio) = self.encode_audio_on(backend, None, samples)?;

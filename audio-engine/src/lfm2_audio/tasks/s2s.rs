@@ -7,7 +7,9 @@ use crate::ggml::Backend;
 
 use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::generation::reply::{ReplyOptions, ReplyRequest, ReplyResult, ReplyStream};
+use crate::lfm2_audio::generation::reply::{
+    check_max_new_tokens, ReplyOptions, ReplyRequest, ReplyResult, ReplyStream,
+};
 use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::limits::check_system_prompt;
 use crate::lfm2_audio::model::sampling::SamplerConfig;
@@ -69,7 +71,12 @@ impl Lfm2Audio {
     }
 
     /// Answers a spoken question (16 kHz mono samples) with text and speech.
-    pub fn s2s(&self, samples: &[f32], opts: &S2sOptions) -> Result<ReplyResult, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn s2s(
+        &self,
+        samples: &[f32],
+        opts: &S2sOptions,
+    ) -> Result<ReplyResult, EngineError> {
         // why: the call computes on a backend of its own, so it never waits for other calls.
         let backend = self.run_backend(None)?;
         let req = self.s2s_request(&backend, samples, opts)?;
@@ -77,25 +84,28 @@ impl Lfm2Audio {
     }
 
     /// [`Lfm2Audio::s2s`] of a WAV file's bytes (any rate and channel count).
-    pub fn s2s_wav(&self, wav: &[u8], opts: &S2sOptions) -> Result<ReplyResult, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn s2s_wav(
+        &self,
+        wav: &[u8],
+        opts: &S2sOptions,
+    ) -> Result<ReplyResult, EngineError> {
         let samples = self.read_wav(wav)?;
         self.s2s(&samples, opts)
     }
 
     /// Starts a streamed reply: the question is checked at once (a bad one fails here), then
     /// encoded and answered on a worker thread whose events arrive through the stream.
-    pub fn s2s_stream(
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn s2s_stream(
         &self,
         samples: Vec<f32>,
         opts: &S2sOptions,
     ) -> Result<ReplyStream, EngineError> {
         self.check_samples(&samples)?;
         check_system_prompt(&opts.system_prompt)?;
-        if opts.max_new_tokens == 0 {
-            return Err(EngineError::InvalidRequest(
-                "max_new_tokens must be positive".into(),
-            ));
-        }
+        // why here too: a stream's request fails at its start, before the worker runs.
+        check_max_new_tokens(opts.max_new_tokens)?;
         let model = self.clone();
         let opts = opts.clone();
         Ok(ReplyStream::spawn(move |sink| {

@@ -265,12 +265,18 @@ impl Lfm2Audio {
     }
 
     /// Speaks `text`.
-    pub fn tts(&self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn tts(&self, text: &str, opts: &TtsOptions) -> Result<ReplyResult, EngineError> {
         self.tts_run(text, opts, &mut |_| true)
     }
 
     /// Starts a streamed TTS; events arrive through the stream.
-    pub fn tts_stream(&self, text: &str, opts: &TtsOptions) -> Result<ReplyStream, EngineError> {
+    #[cfg_attr(not(feature = "testkit"), allow(dead_code))]
+    pub(crate) fn tts_stream(
+        &self,
+        text: &str,
+        opts: &TtsOptions,
+    ) -> Result<ReplyStream, EngineError> {
         check_tts_text(text)?;
         if chunk_text(text, opts.chunk_chars).is_empty() {
             return Err(EngineError::InvalidRequest("no text to speak".into()));

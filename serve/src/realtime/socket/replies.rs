@@ -374,7 +374,7 @@ impl Socket {
                     }
                 }
             }
-            Some(RunMsg::Work(Msg::Done(Ok(f)))) => self.finish(f),
+            Some(RunMsg::Work(Msg::Done(Ok(f)))) => self.finish(*f),
             Some(RunMsg::Work(Msg::Done(Err(e)))) => {
                 let e = crate::error::ApiError::from(e);
                 self.fail(e.kind, e.message)

@@ -1,5 +1,5 @@
 //! Where and how packages are fetched: the hub's endpoint, the cache, the token and offline, read
-//! from the environment as `huggingface_hub` reads it.
+//! from the environment's variables as `huggingface_hub` reads them (handed in by the binary).
 
 use std::fmt;
 use std::path::PathBuf;
@@ -37,13 +37,14 @@ impl fmt::Debug for HubOptions {
     }
 }
 
-fn env_nonempty(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+/// A variable as `var` gives it, when it holds more than blanks.
+fn nonempty(var: &dyn Fn(&str) -> Option<String>, name: &str) -> Option<String> {
+    var(name).filter(|v| !v.trim().is_empty())
 }
 
 /// `huggingface_hub`'s truthy spellings (`1`, `ON`, `YES`, `TRUE`, any case).
-fn env_flag(name: &str) -> bool {
-    env_nonempty(name).is_some_and(|v| {
+fn flag(var: &dyn Fn(&str) -> Option<String>, name: &str) -> bool {
+    nonempty(var, name).is_some_and(|v| {
         ["1", "on", "yes", "true"]
             .iter()
             .any(|t| v.trim().eq_ignore_ascii_case(t))
@@ -51,33 +52,34 @@ fn env_flag(name: &str) -> bool {
 }
 
 /// `huggingface_hub`'s home: `$HF_HOME`, else `$XDG_CACHE_HOME/huggingface`, else
-/// `~/.cache/huggingface` (the temporary directory when there is no home).
-pub fn hf_home() -> PathBuf {
-    if let Some(h) = env_nonempty("HF_HOME") {
+/// `~/.cache/huggingface` (the temporary directory when there is no home), the variables as
+/// `var` gives them (a binary passes `|name| std::env::var(name).ok()`).
+pub fn hf_home(var: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    if let Some(h) = nonempty(var, "HF_HOME") {
         return PathBuf::from(h);
     }
-    let base = env_nonempty("XDG_CACHE_HOME")
+    let base = nonempty(var, "XDG_CACHE_HOME")
         .map(PathBuf::from)
-        .or_else(|| env_nonempty("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .or_else(|| nonempty(var, "HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(std::env::temp_dir);
     base.join("huggingface")
 }
 
 /// The hub cache directory: `$HF_HUB_CACHE`, else `<hf_home>/hub` (see [`hf_home`]).
-pub fn default_cache_dir() -> PathBuf {
-    env_nonempty("HF_HUB_CACHE")
+pub fn default_cache_dir(var: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    nonempty(var, "HF_HUB_CACHE")
         .map(PathBuf::from)
-        .unwrap_or_else(|| hf_home().join("hub"))
+        .unwrap_or_else(|| hf_home(var).join("hub"))
 }
 
 /// The token: `$HF_TOKEN`, else the file `$HF_TOKEN_PATH` or `<hf_home>/token`.
-pub fn default_token() -> Option<String> {
-    if let Some(t) = env_nonempty("HF_TOKEN") {
+pub fn default_token(var: &dyn Fn(&str) -> Option<String>) -> Option<String> {
+    if let Some(t) = nonempty(var, "HF_TOKEN") {
         return Some(t.trim().to_owned());
     }
-    let path = env_nonempty("HF_TOKEN_PATH")
+    let path = nonempty(var, "HF_TOKEN_PATH")
         .map(PathBuf::from)
-        .unwrap_or_else(|| hf_home().join("token"));
+        .unwrap_or_else(|| hf_home(var).join("token"));
     std::fs::read_to_string(path)
         .ok()
         .map(|t| t.trim().to_owned())
@@ -85,16 +87,17 @@ pub fn default_token() -> Option<String> {
 }
 
 impl HubOptions {
-    /// The options the environment gives (see the module documentation), with progress bars
-    /// and two retries.
-    pub fn from_env() -> HubOptions {
+    /// The options the environment gives (see the module documentation), its variables as
+    /// `var` gives them (a binary passes `|name| std::env::var(name).ok()`; the library reads
+    /// no environment itself), with progress bars and two retries.
+    pub fn from_vars(var: &dyn Fn(&str) -> Option<String>) -> HubOptions {
         HubOptions {
-            endpoint: env_nonempty("HF_ENDPOINT")
+            endpoint: nonempty(var, "HF_ENDPOINT")
                 .map(|e| e.trim_end_matches('/').to_owned())
                 .unwrap_or_else(|| DEFAULT_ENDPOINT.to_owned()),
-            cache_dir: default_cache_dir(),
-            token: default_token(),
-            offline: env_flag("HF_HUB_OFFLINE"),
+            cache_dir: default_cache_dir(var),
+            token: default_token(var),
+            offline: flag(var, "HF_HUB_OFFLINE"),
             progress: true,
             retries: 2,
         }
