@@ -187,8 +187,7 @@ impl Lfm2Audio {
         let mut b = PromptBuilder::new(self.tokenizer());
         b.system(&opts.voice.system_prompt())
             .text(text)
-            .end_turn()
-            .new_turn("assistant");
+            .to_assistant();
         ReplyRequest {
             prompt: b.finish(),
             rows: Vec::new(),

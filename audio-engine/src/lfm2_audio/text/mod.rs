@@ -1,4 +1,5 @@
 //! Text: the checkpoint's tokenizer ([`tokenizer`]) and the [`prompt`] every task builds.
 
 pub mod prompt;
+pub mod template;
 pub mod tokenizer;

@@ -11,6 +11,7 @@
 
 use std::ops::Range;
 
+use super::template::{Role, START, TURN_END};
 use super::tokenizer::Tokenizer;
 use crate::lfm2_audio::model::backbone::{Position, BLOCK_POSITIONS};
 
@@ -210,7 +211,7 @@ pub struct PromptBuilder<'t> {
 }
 
 impl<'t> PromptBuilder<'t> {
-    /// A prompt starting with `<|startoftext|>`.
+    /// A prompt starting with the template's `<|startoftext|>`.
     pub fn new(tok: &'t Tokenizer) -> PromptBuilder<'t> {
         let mut b = PromptBuilder {
             tok,
@@ -218,7 +219,7 @@ impl<'t> PromptBuilder<'t> {
             audio_rows: 0,
             questions: 0,
         };
-        b.text("<|startoftext|>");
+        b.text(START);
         b
     }
 
@@ -229,14 +230,19 @@ impl<'t> PromptBuilder<'t> {
         self
     }
 
-    /// `<|im_start|>{role}\n`.
-    pub fn new_turn(&mut self, role: &str) -> &mut Self {
-        self.text(&format!("<|im_start|>{role}\n"))
+    /// Opens a turn of `role` (`<|im_start|>{role}\n`).
+    pub fn new_turn(&mut self, role: Role) -> &mut Self {
+        self.text(&role.open())
     }
 
-    /// `<|im_end|>\n`.
+    /// Ends the turn (`<|im_end|>\n`).
     pub fn end_turn(&mut self) -> &mut Self {
-        self.text("<|im_end|>\n")
+        self.text(TURN_END)
+    }
+
+    /// Ends the user's turn and opens the assistant's, where the reply starts.
+    pub fn to_assistant(&mut self) -> &mut Self {
+        self.end_turn().new_turn(Role::Assistant)
     }
 
     /// `n` audio-in positions (the next `n` adapter rows).
@@ -253,10 +259,10 @@ impl<'t> PromptBuilder<'t> {
 
     /// The system turn and the opening of the user turn.
     pub fn system(&mut self, system: &str) -> &mut Self {
-        self.new_turn("system")
+        self.new_turn(Role::System)
             .text(system)
             .end_turn()
-            .new_turn("user")
+            .new_turn(Role::User)
     }
 
     /// Number of positions so far.

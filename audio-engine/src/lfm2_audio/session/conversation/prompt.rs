@@ -4,12 +4,14 @@
 //!
 //! `<|startoftext|><|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n` + q1 audio +
 //! `<|im_end|>\n<|im_start|>assistant\n` + reply 1 + `<|im_end|>\n<|im_start|>user\n` + ... +
-//! new question audio + `<|im_end|>\n<|im_start|>assistant\n`, each markup piece tokenized on
-//! its own as the text layer's `PromptBuilder` does. A typed question's text takes the place of
+//! new question audio + `<|im_end|>\n<|im_start|>assistant\n` (the markup from the text layer's
+//! `template`, the one copy of the chat template), each markup piece tokenized on its own as the
+//! text layer's `PromptBuilder` does. A typed question's text takes the place of
 //! its audio, tokenized on its own as `ChatState.add_text` does (`QuestionLayout`).
 
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::text::prompt::{Prompt, PromptPiece};
+use crate::lfm2_audio::text::template::{Role, START, TURN_END};
 use crate::lfm2_audio::text::tokenizer::Tokenizer;
 
 use super::artifact::{Reply, ReplyFormat, ReplyStep};
@@ -66,14 +68,14 @@ impl ChatMarkup {
         let enc = |s: &str| tok.encode(s, true);
         ChatMarkup {
             head: vec![
-                enc("<|startoftext|>"),
-                enc("<|im_start|>system\n"),
+                enc(START),
+                enc(&Role::System.open()),
                 enc(system),
-                enc("<|im_end|>\n"),
-                enc("<|im_start|>user\n"),
+                enc(TURN_END),
+                enc(&Role::User.open()),
             ],
-            to_assistant: vec![enc("<|im_end|>\n"), enc("<|im_start|>assistant\n")],
-            to_user: vec![enc("<|im_end|>\n"), enc("<|im_start|>user\n")],
+            to_assistant: vec![enc(TURN_END), enc(&Role::Assistant.open())],
+            to_user: vec![enc(TURN_END), enc(&Role::User.open())],
         }
     }
 
