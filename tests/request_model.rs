@@ -319,3 +319,42 @@ fn readme_holds_the_generated_option_table() {
         "README's request-option table is not the generated one; replace it with:\n{table}"
     );
 }
+
+/// The option added last (`text_temperature`, issue #37's "one option end to end": the table,
+/// the request's mapping and README) reaches the S2S text sampler from the C door, and the
+/// engine runs it: 0 is the greedy default byte for byte, a positive value samples text with
+/// the request's seed (the same seed twice, the same bytes).
+#[test]
+fn text_temperature_reaches_the_reply() {
+    use audio_engine::lfm2_audio::SamplerConfig;
+    let job = |t: Option<&str>| {
+        let mut r = match t {
+            Some(t) => via_c(Task::S2s, Some(("text_temperature", t))),
+            None => via_c(Task::S2s, None),
+        }
+        .expect("a valid request")
+        .job;
+        if let Job::S2s(s) = &mut r {
+            s.s2s.max_new_tokens = 24;
+            s.s2s.audio.seed = 7;
+        }
+        r
+    };
+    let text_sampler = |j: &Job| match j {
+        Job::S2s(s) => s.s2s.text,
+        _ => panic!("an s2s job"),
+    };
+    assert_eq!(text_sampler(&job(None)), SamplerConfig::text());
+    assert_eq!(text_sampler(&job(Some("0"))), SamplerConfig::text());
+    let warm = text_sampler(&job(Some("1.5")));
+    assert_eq!((warm.temperature, warm.top_k), (1.5, 0));
+    assert!(via_c(Task::S2s, Some(("text_temperature", "-1"))).is_err());
+
+    let m = common::rust_model();
+    let run = |j: &Job| {
+        let o = m.run(j, &mut |_| true).expect("the reply");
+        (o.text, common::bits(&o.audio))
+    };
+    assert_eq!(run(&job(None)), run(&job(Some("0"))));
+    assert_eq!(run(&job(Some("1.5"))), run(&job(Some("1.5"))));
+}

@@ -129,7 +129,7 @@ pub const REQUEST_OPTIONS: &[OptionSpec] = &[
             open_min: false,
         },
         defaults: [None, Some("0.8"), Some("1")],
-        description: "audio sampling temperature (0: greedy); text is greedy",
+        description: "audio sampling temperature (0: greedy; the text's is text_temperature)",
     },
     OptionSpec {
         name: "top_k",
@@ -139,6 +139,17 @@ pub const REQUEST_OPTIONS: &[OptionSpec] = &[
         },
         defaults: [None, Some("64"), Some("4")],
         description: "audio codes kept when sampling (0: all, 1: greedy)",
+    },
+    OptionSpec {
+        name: "text_temperature",
+        ty: OptionType::Float {
+            min: 0.0,
+            max: TEMPERATURE_MAX,
+            open_min: false,
+        },
+        defaults: [None, None, Some("0")],
+        description: "text sampling temperature of the spoken reply (0: greedy, as liquid-audio's \
+                      default; above 0 samples all text tokens with the request's seed)",
     },
     OptionSpec {
         name: "seed",
@@ -436,6 +447,8 @@ pub struct ResolvedOptions {
     pub max_tokens: usize,
     /// `temperature` (TTS, S2S).
     pub temperature: f32,
+    /// `text_temperature` (S2S).
+    pub text_temperature: f32,
     /// `top_k` (TTS, S2S).
     pub top_k: usize,
     /// `seed` (TTS, S2S).
@@ -532,6 +545,7 @@ pub fn resolve(
         language: text("language"),
         max_tokens,
         temperature: float("temperature", 0.0) as f32,
+        text_temperature: float("text_temperature", 0.0) as f32,
         top_k: int("top_k", 0) as usize,
         seed: int("seed", 0),
         audio_chunk_mode: match text("audio_chunk_mode").as_deref() {

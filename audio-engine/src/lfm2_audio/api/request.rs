@@ -303,7 +303,7 @@ impl Request {
             return_codes: o.return_codes,
             s2s: S2sOptions {
                 max_new_tokens: o.max_tokens,
-                text: SamplerConfig::text(),
+                text: text_sampler(o),
                 audio: sampler(o),
                 system_prompt: self
                     .system_prompt
@@ -311,6 +311,20 @@ impl Request {
                     .unwrap_or_else(|| S2sOptions::default().system_prompt),
             },
         }))
+    }
+}
+
+/// S2S's text sampler: the greedy default untouched at `text_temperature` 0 (so its bytes are
+/// today's), else every token kept (liquid-audio's `text_top_k=None`) with the request's seed.
+fn text_sampler(o: &ResolvedOptions) -> SamplerConfig {
+    if o.text_temperature > 0.0 {
+        SamplerConfig {
+            temperature: o.text_temperature,
+            top_k: 0,
+            seed: o.seed,
+        }
+    } else {
+        SamplerConfig::text()
     }
 }
 
