@@ -356,22 +356,14 @@ fn reference_pcm(samples: &[f32]) -> Vec<u8> {
         .collect()
 }
 
-/// A 24 kHz mono 16-bit WAV of `samples`, written by hound (not by the server's writer).
+/// A 24 kHz mono 16-bit WAV of `samples`, converted here and written by hound (not by the
+/// server's writer).
 fn reference_wav(samples: &[f32]) -> Vec<u8> {
-    let mut out = std::io::Cursor::new(Vec::new());
-    let spec = hound::WavSpec {
-        channels: 1,
-        sample_rate: 24_000,
-        bits_per_sample: 16,
-        sample_format: hound::SampleFormat::Int,
-    };
-    let mut w = hound::WavWriter::new(&mut out, spec).unwrap();
-    for s in samples {
-        w.write_sample((s.clamp(-1.0, 1.0) * 32767.0).round() as i16)
-            .unwrap();
-    }
-    w.finalize().unwrap();
-    out.into_inner()
+    let pcm: Vec<i16> = samples
+        .iter()
+        .map(|s| (s.clamp(-1.0, 1.0) * 32767.0).round() as i16)
+        .collect();
+    realtime::wav_24k(&pcm)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
