@@ -905,7 +905,7 @@ fn prompt_layout_for_zero_one_two_earlier_turns() {
     // the head every conversation shares, then the question with its markup.
     let p = ctx.markup.build(&ctx.fmt, &[], &[17]).unwrap();
     let mut b = PromptBuilder::new(&tok);
-    b.system(SYSTEM_S2S).audio(17).to_assistant();
+    b.system(SYSTEM_S2S).audio(17).assistant_turn();
     assert_eq!(p.pieces(), b.finish().pieces());
     let head = ctx.markup.head_prompt();
     assert!(!head.is_empty() && head.audio_rows() == 0);

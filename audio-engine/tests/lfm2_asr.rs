@@ -20,7 +20,7 @@ use common::package::{engine, engine_with, package, rel};
 /// The ASR prompt as our builder makes it, flattened like the fixture (`None` = audio row).
 fn our_prompt(e: &Lfm2Audio, rows: usize) -> Vec<Option<u32>> {
     let mut b = PromptBuilder::new(e.tokenizer());
-    b.system(SYSTEM_ASR).audio(rows).to_assistant();
+    b.system(SYSTEM_ASR).audio(rows).assistant_turn();
     b.finish()
         .pieces()
         .iter()

@@ -51,7 +51,7 @@ impl Lfm2Audio {
         let (rows, audio) = self.encode_audio_on(backend, None, samples)?;
         let encode = started.elapsed();
         let mut b = PromptBuilder::new(self.tokenizer());
-        b.system(&opts.system_prompt).audio(rows).to_assistant();
+        b.system(&opts.system_prompt).audio(rows).assistant_turn();
         let (n_text, n_audio) = self.interleave();
         Ok(ReplyRequest {
             prompt: b.finish(),

@@ -187,7 +187,7 @@ impl Lfm2Audio {
         let mut b = PromptBuilder::new(self.tokenizer());
         b.system(&opts.voice.system_prompt())
             .text(text)
-            .to_assistant();
+            .assistant_turn();
         ReplyRequest {
             prompt: b.finish(),
             rows: Vec::new(),

@@ -241,7 +241,7 @@ impl<'t> PromptBuilder<'t> {
     }
 
     /// Ends the user's turn and opens the assistant's, where the reply starts.
-    pub fn to_assistant(&mut self) -> &mut Self {
+    pub fn assistant_turn(&mut self) -> &mut Self {
         self.end_turn().new_turn(Role::Assistant)
     }
 
