@@ -1,6 +1,8 @@
 //! The socket's conversation, held by the server for its client: per turn a user item (the
-//! question's WAV, the `lfm2_audio.question` artifact) and the assistant's item (the reply
-//! artifact and its transcript). A response sends them to the engine as the request's history.
+//! question's WAV, the `lfm2_audio.question` artifact, or a typed question) and the
+//! assistant's item (the reply artifact and its transcript, or a typed reply). A response sends
+//! them to the engine as the request's history: typed items as text artifacts, which the
+//! engine's conversation protocol takes beside spoken ones.
 
 use std::collections::BTreeMap;
 
@@ -9,7 +11,9 @@ use serde_json::{json, Value};
 use audio_engine::lfm2_audio::conversation::{
     decode_reply, reply_audio_ms, truncate_reply, ReplyFormat, ReplyStep,
 };
-use audio_engine::lfm2_audio::{Artifact, ArtifactKind, Lfm2Audio, QUESTION_ID};
+use audio_engine::lfm2_audio::{
+    Artifact, ArtifactKind, AudioInput, Lfm2Audio, QUESTION_ID, REPLY_ID,
+};
 
 use super::error::EventError;
 use super::session_config::Modality;
@@ -25,6 +29,14 @@ pub enum Body {
         audio_ms: u64,
         /// When it was committed (where a response's latency counts from).
         committed: std::time::Instant,
+        /// What the input transcription heard (`None` until it ran, or when the session does
+        /// not ask for it).
+        transcript: Option<String>,
+    },
+    /// A typed question (`input_text`).
+    UserText {
+        /// The question.
+        text: String,
     },
     /// A reply: the artifact the next turn sends back (`None` while it is generated) and the
     /// transcript pieces as they were streamed, one per text event.
@@ -54,10 +66,15 @@ impl Item {
     /// The item as the API shows it (no audio bytes: a client has them already).
     pub fn json(&self) -> Value {
         match &self.body {
-            Body::User { .. } => json!({
+            Body::User { transcript, .. } => json!({
                 "id": self.id, "object": "realtime.item", "type": "message", "role": "user",
                 "status": "completed",
-                "content": [{"type": "input_audio", "transcript": null}],
+                "content": [{"type": "input_audio", "transcript": transcript}],
+            }),
+            Body::UserText { text } => json!({
+                "id": self.id, "object": "realtime.item", "type": "message", "role": "user",
+                "status": "completed",
+                "content": [{"type": "input_text", "text": text}],
             }),
             Body::Assistant {
                 transcript,
@@ -76,6 +93,33 @@ impl Item {
                     "role": "assistant", "status": status, "content": [content],
                 })
             }
+        }
+    }
+}
+
+/// Where `conversation.item.create` puts its item (`previous_item_id`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// At the end (no `previous_item_id`).
+    End,
+    /// At the start (`"root"`).
+    Root,
+    /// Right after the item with this id.
+    After(String),
+}
+
+impl Place {
+    /// The place a `previous_item_id` value names (`null` or absent: the end).
+    pub fn parse(v: Option<&Value>) -> Result<Place, EventError> {
+        match v {
+            None | Some(Value::Null) => Ok(Place::End),
+            Some(Value::String(s)) if s == "root" => Ok(Place::Root),
+            Some(Value::String(s)) => Ok(Place::After(s.clone())),
+            Some(other) => Err(EventError::invalid(
+                "invalid_value",
+                format!("previous_item_id must be a string, not {other}"),
+            )
+            .at("previous_item_id")),
         }
     }
 }
@@ -107,6 +151,28 @@ impl Conversation {
         prev
     }
 
+    /// Puts `item` at `place`; returns its `previous_item_id` (`None`: it is first). An
+    /// unknown item to follow is an error and nothing changes.
+    pub fn insert(&mut self, item: Item, place: &Place) -> Result<Option<String>, EventError> {
+        let at = match place {
+            Place::End => self.items.len(),
+            Place::Root => 0,
+            Place::After(id) => {
+                let i = self.items.iter().position(|i| i.id == *id).ok_or_else(|| {
+                    EventError::invalid(
+                        "previous_item_not_found",
+                        format!("no conversation item has the id `{id}` to insert after"),
+                    )
+                    .at("previous_item_id")
+                })?;
+                i + 1
+            }
+        };
+        let prev = at.checked_sub(1).map(|i| self.items[i].id.clone());
+        self.items.insert(at, item);
+        Ok(prev)
+    }
+
     /// The item `id`.
     pub fn get(&self, id: &str) -> Option<&Item> {
         self.items.iter().find(|i| i.id == id)
@@ -129,7 +195,7 @@ impl Conversation {
 
     /// The next response's question and history: the last item must be a question and the
     /// ones before it pairs of a question and its reply (the engine's conversation protocol).
-    pub fn request(&self) -> Result<(Vec<u8>, Vec<Artifact>), EventError> {
+    pub fn request(&self) -> Result<(AudioInput, Vec<Artifact>), EventError> {
         request_of(&self.items)
     }
 
@@ -177,6 +243,13 @@ impl Conversation {
             )
             .at("item_id"));
         };
+        if art.kind == ArtifactKind::Text {
+            return Err(EventError::invalid(
+                "item_not_audio",
+                format!("item `{id}` is a typed reply: it has no audio to truncate"),
+            )
+            .at("item_id"));
+        }
         let cut = truncate_reply(art, fmt, audio_end_ms).map_err(|e| {
             EventError::invalid("invalid_audio_end_ms", e.to_string()).at("audio_end_ms")
         })?;
@@ -212,7 +285,9 @@ fn reply_text(art: &Artifact, model: &Lfm2Audio) -> Result<String, EventError> {
 
 /// The question and history of a response to `items`: the last one must be a question and the
 /// ones before it pairs of a question and its reply (the engine's conversation protocol).
-pub fn request_of(items: &[Item]) -> Result<(Vec<u8>, Vec<Artifact>), EventError> {
+/// A typed question is asked as the history's trailing text question (the engine's way: a
+/// history ending in a question asks it) with no audio.
+pub fn request_of(items: &[Item]) -> Result<(AudioInput, Vec<Artifact>), EventError> {
     let Some((last, earlier)) = items.split_last() else {
         return Err(EventError::invalid(
             "conversation_empty",
@@ -220,16 +295,21 @@ pub fn request_of(items: &[Item]) -> Result<(Vec<u8>, Vec<Artifact>), EventError
                  or create an audio item first",
         ));
     };
-    let Body::User { wav: question, .. } = &last.body else {
-        return Err(EventError::invalid(
+    let mut history = history_of(earlier)?;
+    match &last.body {
+        Body::User { wav, .. } => Ok((AudioInput::Wav(wav.clone()), history)),
+        Body::UserText { text } => {
+            history.push(text_artifact(QUESTION_ID, text));
+            Ok((AudioInput::default(), history))
+        }
+        Body::Assistant { .. } => Err(EventError::invalid(
             "no_question",
             format!(
                 "the conversation's last item `{}` is a reply: commit a question first",
                 last.id
             ),
-        ));
-    };
-    Ok((question.clone(), history_of(earlier)?))
+        )),
+    }
 }
 
 /// Milliseconds of audio a reply artifact holds (0 for one that does not decode).
@@ -244,19 +324,20 @@ fn history_of(earlier: &[Item]) -> Result<Vec<Artifact>, EventError> {
     }
     let mut history = Vec::with_capacity(earlier.len());
     for pair in earlier.chunks(2) {
-        match (&pair[0].body, &pair[1].body) {
-            (
-                Body::User { wav, .. },
-                Body::Assistant {
-                    artifact: Some(reply),
-                    ..
-                },
-            ) => {
-                history.push(question_artifact(wav));
-                history.push(reply.clone());
-            }
-            _ => return Err(unpaired(earlier.len())),
-        }
+        let question = match &pair[0].body {
+            Body::User { wav, .. } => question_artifact(wav),
+            Body::UserText { text } => text_artifact(QUESTION_ID, text),
+            Body::Assistant { .. } => return Err(unpaired(earlier.len())),
+        };
+        let Body::Assistant {
+            artifact: Some(reply),
+            ..
+        } = &pair[1].body
+        else {
+            return Err(unpaired(earlier.len()));
+        };
+        history.push(question);
+        history.push(reply.clone());
     }
     Ok(history)
 }
@@ -269,6 +350,22 @@ fn unpaired(n: usize) -> EventError {
              reply (the engine's conversation protocol): delete the unpaired items"
         ),
     )
+}
+
+/// A typed turn's artifact: `id` ([`QUESTION_ID`] or [`REPLY_ID`]) of kind text, its payload
+/// the UTF-8 text (how the engine's history takes typed questions and replies).
+pub fn text_artifact(id: &str, text: &str) -> Artifact {
+    Artifact {
+        id: id.into(),
+        kind: ArtifactKind::Text,
+        payload: text.as_bytes().to_vec(),
+        meta: BTreeMap::new(),
+    }
+}
+
+/// A typed reply's artifact (an assistant message a client created).
+pub fn text_reply_artifact(text: &str) -> Artifact {
+    text_artifact(REPLY_ID, text)
 }
 
 /// The history artifact of a question's WAV.

@@ -17,7 +17,9 @@ pub mod input;
 pub mod response;
 pub mod session_config;
 pub mod socket;
+pub mod transcription;
 pub mod turns;
+pub mod typed;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -5,11 +5,13 @@
 //!
 //! Every field the OpenAI Realtime API defines is accepted. What it means here:
 //! - used: `instructions`, `output_modalities`/`modalities`, the input format, `turn_detection`
-//!   (`server_vad`, `semantic_vad`, null), `max_output_tokens`/`max_response_output_tokens`;
+//!   (`server_vad`, `semantic_vad`, null), `max_output_tokens`/`max_response_output_tokens`,
+//!   `transcription`/`input_audio_transcription` (any `model` taken and echoed as given: the
+//!   loaded model's own ASR transcribes, see [`super::transcription`]);
 //! - kept and echoed as given: `voice`, `tools`, `tool_choice`, `parallel_tool_calls`,
 //!   `tracing`, `truncation` (tools are not yet given to the model);
-//! - checked, and echoed as what the server does: `noise_reduction` and `transcription`
-//!   (echoed `null`: neither is done yet), `speed` (echoed 1.0: the model speaks at its own
+//! - checked, and echoed as what the server does: `noise_reduction` (echoed `null`: not
+//!   done), `speed` (echoed 1.0: the model speaks at its own
 //!   pace), `prompt`, `include`, `reasoning` (echoed `null`: no stored prompts, no
 //!   logprobs, no reasoning), `model` (echoed as the served model), `temperature` (checked,
 //!   not echoed: replies use the engine's sampling).
@@ -81,6 +83,8 @@ pub struct SessionConfig {
     pub tracing: Value,
     /// `truncation` (kept and echoed).
     pub truncation: Value,
+    /// Input transcription as the client asked for it (echoed as given); `None`: off.
+    pub transcription: Option<Value>,
 }
 
 impl Default for SessionConfig {
@@ -97,6 +101,7 @@ impl Default for SessionConfig {
             parallel_tool_calls: Value::Null,
             tracing: Value::Null,
             truncation: json!("auto"),
+            transcription: None,
         }
     }
 }
@@ -655,11 +660,20 @@ impl SessionConfig {
         if let Some(v) = session.get("input_audio_noise_reduction") {
             check_noise_reduction(v, "session.input_audio_noise_reduction")?;
         }
-        if let Some(v) = input.and_then(|i| i.get("transcription")) {
-            check_transcription(v, "session.audio.input.transcription")?;
-        }
-        if let Some(v) = session.get("input_audio_transcription") {
-            check_transcription(v, "session.input_audio_transcription")?;
+        for (v, param) in [
+            (
+                input.and_then(|i| i.get("transcription")),
+                "session.audio.input.transcription",
+            ),
+            (
+                session.get("input_audio_transcription"),
+                "session.input_audio_transcription",
+            ),
+        ] {
+            if let Some(v) = v {
+                check_transcription(v, param)?;
+                c.transcription = Some(v.clone()).filter(|v| !v.is_null());
+            }
         }
         for (v, param) in [
             (
@@ -721,7 +735,7 @@ impl SessionConfig {
                 "input_audio_format": if self.input_rate == 24_000 { json!("pcm16") }
                     else { json!({"type": "audio/pcm", "rate": self.input_rate}) },
                 "output_audio_format": "pcm16",
-                "input_audio_transcription": null,
+                "input_audio_transcription": self.transcription,
                 "input_audio_noise_reduction": null,
                 "turn_detection": td,
                 "speed": 1.0,
@@ -747,7 +761,7 @@ impl SessionConfig {
                 "input": {
                     "format": {"type": "audio/pcm", "rate": self.input_rate},
                     "noise_reduction": null,
-                    "transcription": null,
+                    "transcription": self.transcription,
                     "turn_detection": td,
                 },
                 "output": {
@@ -819,7 +833,11 @@ mod tests {
             "semantic_vad"
         );
         assert_eq!(j["audio"]["input"]["turn_detection"]["eagerness"], "auto");
-        assert_eq!(j["audio"]["input"]["transcription"], Value::Null);
+        // Transcription on, its model echoed as given (the loaded model transcribes).
+        assert_eq!(
+            j["audio"]["input"]["transcription"],
+            json!({"model": "gpt-4o-mini-transcribe"})
+        );
         assert_eq!(j["tools"][0]["name"], "get_weather");
         assert_eq!(j["tracing"], "auto");
         assert_eq!(j["audio"]["output"]["voice"], "ash");
@@ -854,6 +872,19 @@ mod tests {
         .unwrap();
         assert_eq!(c.output, Modality::Text);
         assert_eq!(c.json("s", "m", true)["modalities"], json!(["text"]));
+        assert_eq!(
+            c.json("s", "m", true)["input_audio_transcription"]["model"],
+            "whisper-1"
+        );
+        // null turns it off again, in either shape.
+        let off = c
+            .updated(
+                json!({"audio": {"input": {"transcription": null}}})
+                    .as_object()
+                    .unwrap(),
+            )
+            .unwrap();
+        assert_eq!(off.transcription, None);
     }
 
     #[test]

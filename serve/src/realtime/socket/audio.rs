@@ -176,10 +176,15 @@ impl Socket {
                 wav: wav_of(samples, rate),
                 audio_ms: ms_of(samples.len() as u64, rate),
                 committed: Instant::now(),
+                transcript: None,
             },
         };
         let json = item.json();
         let prev = self.conv.push(item);
+        if self.config.transcription.is_some() {
+            // why queued, not run: the socket loop starts it when no response generates.
+            self.transcriber.enqueue(item_id.clone());
+        }
         let mut out = vec![event(
             "input_audio_buffer.committed",
             json!({"previous_item_id": prev, "item_id": item_id}),

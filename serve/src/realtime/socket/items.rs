@@ -1,4 +1,5 @@
-//! Conversation items: a question added as an item, truncation, deletion, retrieval.
+//! Conversation items: a question (spoken or typed) or a typed reply added as an item where
+//! `previous_item_id` says, truncation, deletion, retrieval.
 
 use std::time::Instant;
 
@@ -6,12 +7,14 @@ use serde_json::{json, Map, Value};
 
 use crate::audio_io::{unb64, unb64_len};
 
-use super::super::conversation::{Body, Item};
+use super::super::conversation::{text_reply_artifact, Body, Item, Place};
 use super::super::error::EventError;
 use super::super::events::event;
 use super::super::ids;
 use super::super::input::{ms_of, pcm16_samples, wav_of};
 use super::super::response::CancelReason;
+use super::super::session_config::Modality;
+use super::super::typed;
 use super::{Out, Socket, MIN_COMMIT_MS};
 
 impl Socket {
@@ -23,7 +26,8 @@ impl Socket {
             )
             .at("item")
         })?;
-        let it = self.audio_question(item, "item")?;
+        let place = Place::parse(o.get("previous_item_id"))?;
+        let it = self.new_item(item, "item")?;
         if self.conv.get(&it.id).is_some() {
             return Err(EventError::invalid(
                 "duplicate_item_id",
@@ -32,8 +36,59 @@ impl Socket {
             .at("item.id"));
         }
         let json = it.json();
-        let prev = self.conv.push(it);
+        let spoken = matches!(it.body, Body::User { .. });
+        let prev = self.conv.insert(it, &place)?;
+        if spoken && self.config.transcription.is_some() {
+            self.transcriber
+                .enqueue(json["id"].as_str().unwrap_or_default().to_owned());
+        }
+        // why the done at once: a created item is complete, and LiveKit's update_chat_ctx
+        // waits for its `added` (5 s) before the turn goes on.
         Ok(self.names.item_events(&json, prev.as_deref(), true))
+    }
+
+    /// A message a client adds (`item`, at `param`): a spoken question, a typed one, or a
+    /// typed reply. Other items (system messages, function calls) are refused: instructions
+    /// go in `session.update`, and the engine's conversation is questions and replies.
+    pub(super) fn new_item(
+        &self,
+        item: &Map<String, Value>,
+        param: &str,
+    ) -> Result<Item, EventError> {
+        let unsupported = |m: String| EventError::invalid("unsupported_item", m).at(param);
+        let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
+        if kind != "message" {
+            return Err(unsupported(format!(
+                "item type `{kind}` is not taken here: only messages (user questions, \
+                 assistant replies)"
+            )));
+        }
+        match item.get("role").and_then(Value::as_str).unwrap_or("") {
+            "user" if typed::is_typed(item) => Ok(Item {
+                id: item_id(item),
+                body: Body::UserText {
+                    text: typed::user_text(item, param)?,
+                },
+            }),
+            "user" => self.audio_question(item, param),
+            "assistant" => {
+                let text = typed::assistant_text(item, param)?;
+                Ok(Item {
+                    id: item_id(item),
+                    body: Body::Assistant {
+                        artifact: Some(text_reply_artifact(&text)),
+                        transcript: vec![text],
+                        status: "completed",
+                        modality: Modality::Text,
+                    },
+                })
+            }
+            role => Err(unsupported(format!(
+                "a `{role}` message is not a conversation item here: the conversation is user \
+                 questions and assistant replies (set a system prompt with the session's \
+                 `instructions`)"
+            ))),
+        }
     }
 
     /// A user message with one `input_audio` part (`item`, at `param`) as a question item (its
@@ -48,7 +103,7 @@ impl Socket {
             || item.get("role").and_then(Value::as_str) != Some("user")
         {
             return Err(bad(
-                "only user messages with one input_audio part can be added (a question)",
+                "a spoken question is a user message with one input_audio part",
             ));
         }
         let parts = item.get("content").and_then(Value::as_array);
@@ -59,7 +114,8 @@ impl Socket {
                 .ok_or_else(|| bad("the input_audio part needs `audio`: base64 PCM16"))?,
             _ => {
                 return Err(bad(
-                    "a user message here has one content part of type input_audio",
+                    "a user message here has one input_audio part (spoken) or only input_text \
+                     parts (typed)",
                 ))
             }
         };
@@ -87,23 +143,19 @@ impl Socket {
             )
             .at(content));
         }
-        let id = item
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty() && s.len() <= 64)
-            .map_or_else(|| ids::fresh("item"), str::to_owned);
         Ok(Item {
-            id,
+            id: item_id(item),
             body: Body::User {
                 wav: wav_of(&samples, rate),
                 audio_ms: ms_of(samples.len() as u64, rate),
                 committed: Instant::now(),
+                transcript: None,
             },
         })
     }
 
     /// A `response.create`'s `input` (at `param`): item references to this conversation's
-    /// items and new audio questions, in order.
+    /// items and new messages, in order.
     pub(super) fn input_items(&self, v: &Value, param: &str) -> Result<Vec<Item>, EventError> {
         let list = v.as_array().ok_or_else(|| {
             EventError::invalid(
@@ -133,7 +185,7 @@ impl Socket {
                 })?;
                 out.push(item.clone());
             } else {
-                out.push(self.audio_question(o, &at)?);
+                out.push(self.new_item(o, &at)?);
             }
         }
         Ok(out)
@@ -198,4 +250,12 @@ impl Socket {
             json!({"item_id": id}),
         )])
     }
+}
+
+/// The id a client gave its item (kept: LiveKit matches its acks by it), or a fresh one.
+fn item_id(item: &Map<String, Value>) -> String {
+    item.get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty() && s.len() <= 64)
+        .map_or_else(|| ids::fresh("item"), str::to_owned)
 }

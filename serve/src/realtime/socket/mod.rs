@@ -19,13 +19,14 @@ use serde_json::{json, Map, Value};
 use crate::pool::fnv1a;
 use crate::{AppState, Entry};
 
-use super::conversation::Conversation;
+use super::conversation::{Body, Conversation};
 use super::error::EventError;
 use super::events::{event, Names};
 use super::ids;
 use super::input::{ms_of, InputBuffer};
 use super::response::Response;
 use super::session_config::SessionConfig;
+use super::transcription::{AsrMsg, Transcriber};
 use super::turns::Turns;
 
 /// The shortest question a commit takes, ms (the API's own floor).
@@ -53,6 +54,9 @@ pub struct Socket {
     /// encodes it on a leased session, which the next response waits for so that it finds that
     /// session free.
     early: Option<tokio::task::JoinHandle<()>>,
+    /// Input transcription: the questions waiting and the one running (only while no response
+    /// generates: see [`super::transcription`]).
+    transcriber: Transcriber,
 }
 
 /// The server events that handling one event gave, in order.
@@ -73,6 +77,7 @@ impl Socket {
             speech: None,
             respond_after: None,
             early: None,
+            transcriber: Transcriber::default(),
             names: Names { beta },
             session_id,
             config,
@@ -102,6 +107,7 @@ impl Socket {
                 },
                 m = next_run_msg(&mut self.response) => self.on_run_msg(m),
                 a = self.turns.next_answer() => self.on_answer(a),
+                m = self.transcriber.next() => self.on_transcription(m),
                 _ = tick.tick() => {
                     if !self.state.stop.load(Ordering::Relaxed) {
                         continue;
@@ -111,6 +117,8 @@ impl Socket {
                     break;
                 }
             };
+            let mut out = out;
+            out.extend(self.start_transcription());
             if send(&mut ws, out).await.is_err() {
                 break;
             }
@@ -123,6 +131,32 @@ impl Socket {
                 .fetch_add(1, Ordering::Relaxed);
         }
         let _ = ws.send(Message::Close(None)).await;
+    }
+
+    /// Starts the next waiting transcription when nothing else generates: no response runs or
+    /// waits to start, and no early turn holds a session.
+    fn start_transcription(&mut self) -> Out {
+        let busy = self.response.is_some()
+            || self.respond_after.is_some()
+            || self.early.as_ref().is_some_and(|h| !h.is_finished());
+        if busy || self.transcriber.is_running() {
+            return Vec::new();
+        }
+        self.transcriber
+            .start_next(&self.conv, &self.state, &self.entry, self.key)
+    }
+
+    /// The running transcription's message: its events; a completed transcript goes on its
+    /// item.
+    fn on_transcription(&mut self, m: Option<AsrMsg>) -> Out {
+        let heard = self.transcriber.on_msg(m);
+        if let Some((id, text)) = heard.transcript {
+            if let Some(Body::User { transcript, .. }) = self.conv.get_mut(&id).map(|i| &mut i.body)
+            {
+                *transcript = Some(text);
+            }
+        }
+        heard.events
     }
 
     /// Milliseconds of audio the socket received (the VAD's timeline).

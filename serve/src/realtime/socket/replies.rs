@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use audio_engine::lfm2_audio::conversation::Artifact;
-use audio_engine::lfm2_audio::{Job, ReplyEvent, S2sOptions, S2sRequest};
+use audio_engine::lfm2_audio::{AudioInput, Job, ReplyEvent, S2sOptions, S2sRequest};
 
 use crate::audio_io::{b64, pcm16};
 use crate::tasks::{max_tokens, record};
@@ -32,9 +32,10 @@ pub(super) struct ResponseParams {
     input: Option<Vec<Item>>,
 }
 
-/// The engine's request for the turn on `question` (WAV bytes) after `history`.
+/// The engine's request for the turn on `question` (WAV bytes; no audio for a typed question,
+/// which then ends `history`) after `history`.
 pub(super) fn turn_request(
-    question: Vec<u8>,
+    question: impl Into<AudioInput>,
     history: Vec<Artifact>,
     s2s: S2sOptions,
 ) -> S2sRequest {
@@ -262,12 +263,21 @@ impl Socket {
         } else {
             (None, Some(item))
         };
+        // why: the response's audio must not share the CPU with a transcription; a stopped one
+        // gives its session back within a token, and runs again after the response.
+        let early = match (self.early.take(), self.transcriber.preempt()) {
+            (Some(a), Some(b)) => Some(tokio::spawn(async move {
+                let _ = a.await;
+                let _ = b.await;
+            })),
+            (a, b) => a.or(b),
+        };
         let mut response = Response::start(
             &self.state,
             &self.entry,
             Seat {
                 key: self.key,
-                early: self.early.take(),
+                early,
             },
             job,
             id.clone(),
