@@ -1,8 +1,9 @@
 //! `/v1/realtime`'s handling of every `session.update` / `response.create` field of the OpenAI
 //! Realtime API, on the demo package: the full GA and beta sessions the clients send are taken
 //! and echoed truthfully; `semantic_vad` is taken and echoed; a malformed value of each known
-//! field gets an `error` event naming it, and the socket stays usable; a response echoes its
-//! request's `metadata`, `conversation` and `output_modalities`; a step-limited reply ends
+//! field gets an `error` event naming it, and the socket stays usable; transcription is echoed
+//! as asked; a response echoes its request's `metadata`, `conversation` and
+//! `output_modalities`; a step-limited reply ends
 //! `incomplete` (`max_output_tokens`) with no error; a text-only, out-of-band response sends
 //! text and leaves the conversation as it was; `input` answers the items it names; a truncate
 //! of the running reply cancels it and applies when it ends.
@@ -85,9 +86,13 @@ async fn every_field_is_taken_and_echoed_and_a_bad_one_is_an_error_on_a_usable_s
         &json!({"type": "semantic_vad", "eagerness": "high", "create_response": false,
                 "interrupt_response": true})
     );
-    // Echoed as what the server does: no noise reduction, no transcription, its own pace.
+    // Echoed as what the server does: no noise reduction, its own pace; transcription as
+    // asked (the loaded model transcribes).
     assert_eq!(s["audio"]["input"]["noise_reduction"], Value::Null);
-    assert_eq!(s["audio"]["input"]["transcription"], Value::Null);
+    assert_eq!(
+        s["audio"]["input"]["transcription"],
+        json!({"model": "gpt-4o-mini-transcribe", "language": "en"})
+    );
     assert_eq!(s["audio"]["output"]["speed"], 1.0);
     assert_eq!(s["model"], MODEL);
     assert_eq!(s["prompt"], Value::Null);
@@ -120,14 +125,17 @@ async fn every_field_is_taken_and_echoed_and_a_bad_one_is_an_error_on_a_usable_s
     assert_eq!(s["output_modalities"], json!(["audio"]));
     assert_eq!(s["max_output_tokens"], "inf");
     assert_eq!(s["tool_choice"], "none");
-    // null turn detection: manual commits again.
+    assert_eq!(s["audio"]["input"]["transcription"]["model"], "whisper-1");
+    // null turn detection: manual commits again; null transcription: off again.
     send(
         &mut ws,
-        json!({"type": "session.update", "session": {"audio": {"input": {"turn_detection": null}}}}),
+        json!({"type": "session.update", "session": {"audio": {"input": {
+            "turn_detection": null, "transcription": null}}}}),
     )
     .await;
     let s = next(&mut ws).await["session"].clone();
     assert_eq!(s["audio"]["input"]["turn_detection"], Value::Null);
+    assert_eq!(s["audio"]["input"]["transcription"], Value::Null);
 
     // Malformed values: an error naming the field, nothing applied, the socket usable.
     let bad_sessions = [
