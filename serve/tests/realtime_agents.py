@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK (`openai-agents`) at its defaults on the server's /v1/realtime.
 
-Usage: realtime_agents.py WS_URL DIR [interrupt]. A `RealtimeAgent` run by a `RealtimeRunner`
+Usage: realtime_agents.py WS_URL DIR [interrupt | text]. A `RealtimeAgent` run by a `RealtimeRunner`
 with no model settings (the SDK's default session: `semantic_vad`, input transcription, voice
 `ash`, ...) connects to WS_URL; DIR/q.pcm (PCM16 mono, 24 kHz: speech, then silence) is
 streamed at real-time pace in 100 ms chunks with `send_audio` (no commit: the server's turn
@@ -9,8 +9,15 @@ events) to DIR/reply.pcm and DIR/report.json: the session the server echoed, whe
 speech start and stop, each response.done (as the server sent it), the raw server event types
 and every `error` event the SDK raised (a server event it could not parse is one).
 
+Without a mode it also waits for the user's transcript (the input transcription the default
+session asks for): the `conversation.item.input_audio_transcription.completed` events' and the
+SDK's history's user transcripts go to the report (`transcripts`, `history_transcripts`).
+
 With `interrupt`: `session.interrupt()` once half a second of the reply came, then the same
 question streamed again for a second turn.
+
+With `text`: no audio is streamed; `session.send_message(DIR/q.txt)` asks a typed question,
+whose spoken reply is read as above.
 """
 
 import asyncio
@@ -24,17 +31,36 @@ from agents.realtime import RealtimeAgent, RealtimeRunner
 CHUNK = 2400 * 2  # 100 ms of PCM16 at 24 kHz
 
 
-async def main(url: str, out: pathlib.Path, interrupt: bool) -> None:
+def user_transcripts(items) -> list:
+    """The user's words in the SDK's history `items`: an audio part's transcript, or the text
+    the SDK put in its place."""
+    return [
+        getattr(c, "transcript", None) or getattr(c, "text", None)
+        for item in items
+        if item.type == "message" and item.role == "user"
+        for c in item.content
+        if getattr(c, "transcript", None) or getattr(c, "text", None)
+    ]
+
+
+async def main(url: str, out: pathlib.Path, mode: str) -> None:
+    interrupt = mode == "interrupt"
     agent = RealtimeAgent(name="Assistant", instructions="You are a helpful voice assistant.")
     runner = RealtimeRunner(starting_agent=agent)
     session = await runner.run(model_config={"url": url, "api_key": "unused"})
-    pcm = (out / "q.pcm").read_bytes()
+    pcm = b"" if mode == "text" else (out / "q.pcm").read_bytes()
     turns = 2 if interrupt else 1
-    report = {"errors": [], "raw": [], "sessions": [], "heard": [], "done": []}
+    report = {
+        "errors": [], "raw": [], "sessions": [], "heard": [], "done": [], "transcripts": [],
+        "history_transcripts": [],
+    }
     audio = bytearray()
     answered = asyncio.Event()
 
     async def stream() -> None:
+        if mode == "text":
+            await session.send_message((out / "q.txt").read_text())
+            return
         for turn in range(turns):
             if turn > 0:
                 await answered.wait()
@@ -52,6 +78,13 @@ async def main(url: str, out: pathlib.Path, interrupt: bool) -> None:
                 async for event in session:
                     if event.type == "error":
                         report["errors"].append(str(event.error))
+                    elif event.type in ("history_updated", "history_added"):
+                        items = event.history if event.type == "history_updated" else [event.item]
+                        heard = user_transcripts(items)
+                        if event.type == "history_updated":
+                            report["history_transcripts"] = heard
+                        else:
+                            report["history_transcripts"] += heard
                     elif event.type == "audio":
                         if not report["done"]:
                             audio += event.audio.data
@@ -74,7 +107,12 @@ async def main(url: str, out: pathlib.Path, interrupt: bool) -> None:
                         elif kind == "response.done":
                             report["done"].append(raw["response"])
                             answered.set()
-                    if len(report["done"]) == turns and (
+                        elif kind == "conversation.item.input_audio_transcription.completed":
+                            report["transcripts"].append(raw["transcript"])
+                    transcribed = mode != "" or (
+                        len(report["transcripts"]) == turns and report["history_transcripts"]
+                    )
+                    if len(report["done"]) == turns and transcribed and (
                         not interrupt or "conversation.item.truncated" in report["raw"]
                     ):
                         break
@@ -85,4 +123,4 @@ async def main(url: str, out: pathlib.Path, interrupt: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3:] == ["interrupt"]))
+    asyncio.run(main(sys.argv[1], pathlib.Path(sys.argv[2]), (sys.argv[3:] or [""])[0]))

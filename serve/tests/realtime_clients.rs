@@ -14,8 +14,8 @@
 //! livekit-plugins-openai`). Without one, or without espeak-ng (the spoken questions), a test
 //! says it skipped, and fails when `CI=true`.
 //!
-//! Not here yet (they need text items and transcription, not served yet): the Agents SDK's
-//! `send_message`, LiveKit's `update_chat_ctx` with text, the user's transcript.
+//! The Agents SDK's default session also gets the user's transcript (input transcription), and
+//! its `send_message` (a typed question) is answered with the library's speech.
 
 mod common;
 
@@ -139,6 +139,34 @@ async fn library_replies(turns: Vec<Vec<u8>>, system: Option<&str>) -> Vec<Vec<u
     .unwrap()
 }
 
+/// The library's reply (PCM16 bytes) to the typed question `text`, first in a conversation,
+/// with `system` as the system prompt and the server's default step limit.
+async fn library_typed_reply(text: &str, system: &str) -> Vec<u8> {
+    let (model, text, system) = (model(), text.to_owned(), system.to_owned());
+    tokio::task::spawn_blocking(move || {
+        let mut s = Session::new(model, SessionOptions::default());
+        let r = s
+            .s2s(&S2sRequest {
+                question: Default::default(),
+                history: vec![Artifact {
+                    id: QUESTION_ID.into(),
+                    kind: ArtifactKind::Text,
+                    payload: text.into_bytes(),
+                    meta: Default::default(),
+                }],
+                return_codes: true,
+                s2s: S2sOptions {
+                    system_prompt: system,
+                    ..S2sOptions::default()
+                },
+            })
+            .unwrap();
+        serve::audio_io::pcm16(&r.reply.audio)
+    })
+    .await
+    .unwrap()
+}
+
 /// Runs `script` with `args` (the scratch dir last) and reads its `report.json`.
 async fn run_client(py: &str, script: &str, args: Vec<String>, dir: &std::path::Path) -> Value {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -199,13 +227,22 @@ async fn the_agents_sdk_at_its_defaults_answers_a_spoken_question_with_speech() 
     )
     .await;
     assert_eq!(report["errors"], serde_json::json!([]), "{report}");
-    // The SDK's default session was taken: semantic_vad, echoed as such; transcription is
-    // not done (yet), and the echo says so.
+    // The SDK's default session was taken: semantic_vad and input transcription, echoed as
+    // such.
     let session = report["sessions"].as_array().unwrap().last().unwrap();
     let input = &session["audio"]["input"];
     assert_eq!(input["turn_detection"]["type"], "semantic_vad", "{session}");
     assert_eq!(input["turn_detection"]["interrupt_response"], true);
-    assert_eq!(input["transcription"], Value::Null, "{session}");
+    assert!(input["transcription"]["model"].is_string(), "{session}");
+    // The user's transcript arrived, after the reply (transcription waits for it), and the
+    // SDK put it in its history.
+    let transcript = report["transcripts"][0].as_str().unwrap_or_default();
+    assert!(!transcript.is_empty(), "{report}");
+    assert_eq!(
+        report["history_transcripts"],
+        serde_json::json!([transcript]),
+        "{report}"
+    );
     assert_eq!(session["audio"]["output"]["voice"], "ash", "{session}");
     assert_eq!(
         session["instructions"], "You are a helpful voice assistant.",
@@ -251,6 +288,48 @@ async fn the_agents_sdk_at_its_defaults_answers_a_spoken_question_with_speech() 
         "first audio {} ms after the end of the turn",
         done["lfm2_audio"]["latency_ms"]
     );
+    srv.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_sdk_send_message_is_answered_with_speech() {
+    let Some(py) = python_with("agents.realtime", "openai-agents") else {
+        return;
+    };
+    const Q: &str = "What is the capital of France?";
+    let srv = server().await;
+    let dir = scratch("clients-agents-text");
+    std::fs::write(dir.join("q.txt"), Q).unwrap();
+    let url = format!("ws://{}/v1/realtime?model={MODEL}", srv.addr);
+    let report = run_client(
+        &py,
+        "realtime_agents.py",
+        vec![url, dir.display().to_string(), "text".into()],
+        &dir,
+    )
+    .await;
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
+    let raw: Vec<&str> = report["raw"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(!raw.contains(&"error"), "{raw:?}");
+    for kind in [
+        "conversation.item.added",
+        "conversation.item.done",
+        "response.created",
+        "response.output_audio.delta",
+    ] {
+        assert!(raw.contains(&kind), "no {kind}: {raw:?}");
+    }
+    assert_finished(&report["done"][0]);
+    // The spoken reply is the library's S2S of the typed question.
+    let got = std::fs::read(dir.join("reply.pcm")).unwrap();
+    let want = library_typed_reply(Q, "You are a helpful voice assistant.").await;
+    assert_eq!(got.len(), want.len());
+    assert!(got == want, "the SDK's audio differs from the library's");
     srv.shutdown().await.unwrap();
 }
 
