@@ -15,7 +15,8 @@
 //! says it skipped, and fails when `CI=true`.
 //!
 //! The Agents SDK's default session also gets the user's transcript (input transcription), and
-//! its `send_message` (a typed question) is answered with the library's speech.
+//! its `send_message` (a typed question) is answered with the library's speech; so is a text
+//! message LiveKit's `update_chat_ctx` adds, then `generate_reply()`.
 
 mod common;
 
@@ -398,6 +399,63 @@ fn received<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {
         .iter()
         .filter(|e| e["type"] == kind)
         .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn livekit_update_chat_ctx_with_a_text_message_is_answered_with_speech() {
+    let Some(py) = python_with(
+        "livekit.plugins.openai",
+        "livekit-agents livekit-plugins-openai",
+    ) else {
+        return;
+    };
+    const Q: &str = "Tell me about the weather.";
+    let srv = server().await;
+    let dir = scratch("clients-livekit-text");
+    std::fs::write(dir.join("q.txt"), Q).unwrap();
+    let report = run_client(
+        &py,
+        "realtime_livekit.py",
+        vec![
+            format!("http://{}/v1", srv.addr),
+            MODEL.into(),
+            dir.display().to_string(),
+            "text".into(),
+        ],
+        &dir,
+    )
+    .await;
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
+    assert!(received(&report, "error").is_empty(), "{report}");
+    // update_chat_ctx created the message at the root and got its acks.
+    let create = sent(&report, "conversation.item.create");
+    assert_eq!(create.len(), 1, "{report}");
+    assert_eq!(create[0]["previous_item_id"], "root", "{}", create[0]);
+    let added = received(&report, "conversation.item.added");
+    assert_eq!(added[0]["item"]["id"], create[0]["item"]["id"]);
+    assert_eq!(added[0]["item"]["content"][0]["text"], Q);
+    assert!(report["generate_reply_resolved"].is_string(), "{report}");
+    let done = &report["done"][0];
+    assert_finished(done);
+    // The spoken reply is the library's S2S of the typed question, with the session's
+    // system prompt.
+    let system = received(&report, "session.updated")
+        .last()
+        .and_then(|u| u["session"]["instructions"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| S2sOptions::default().system_prompt);
+    let got = std::fs::read(dir.join("reply.pcm")).unwrap();
+    let want = library_typed_reply(Q, &system).await;
+    assert_eq!(got.len(), want.len(), "{done}");
+    assert!(got == want, "LiveKit's audio differs from the library's");
+    // LiveKit's chat context holds the question then the reply.
+    let ctx = report["chat_ctx"].as_array().unwrap();
+    assert_eq!(
+        ctx[0],
+        serde_json::json!({"role": "user", "text": Q}),
+        "{report}"
+    );
+    assert_eq!(ctx[1]["role"], "assistant", "{report}");
+    srv.shutdown().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

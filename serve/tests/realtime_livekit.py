@@ -14,6 +14,11 @@ transcription); DIR/q.pcm (speech, then silence) pushed at real-time pace; the s
 detection ends the turn and creates the response, whose audio is read from the session's
 `generation_created` event to DIR/reply.pcm.
 
+MODE `text`: `RealtimeModel(base_url=..., turn_detection=None)`; `update_chat_ctx` with the
+session's chat context plus a user message holding DIR/q.txt (a typed question), then
+`generate_reply()`, whose audio goes to DIR/reply.pcm; the session's chat context after it
+goes to the report (`chat_ctx`: role and text per item).
+
 DIR/report.json: the raw server events (audio deltas left out), the client events sent, the
 session's `error` events, and per reply its `response.done`.
 """
@@ -103,11 +108,27 @@ async def default(sess, pcm: bytes, out: pathlib.Path, report: dict) -> None:
     await wait_for(report, "response.done", 1, 120)
 
 
+async def text(sess, out: pathlib.Path, report: dict) -> None:
+    ctx = sess.chat_ctx.copy()
+    ctx.add_message(role="user", content=(out / "q.txt").read_text())
+    await asyncio.wait_for(sess.update_chat_ctx(ctx), 30)
+    gen = await asyncio.wait_for(sess.generate_reply(), 30)
+    report["generate_reply_resolved"] = gen.response_id
+    audio = await asyncio.wait_for(read_generation(gen), 120)
+    (out / "reply.pcm").write_bytes(audio)
+    await wait_for(report, "response.done", 1, 120)
+    report["chat_ctx"] = [
+        {"role": item.role, "text": item.text_content}
+        for item in sess.chat_ctx.items
+        if item.type == "message"
+    ]
+
+
 async def main(base_url: str, model: str, out: pathlib.Path, mode: str) -> None:
-    pcm = (out / "q.pcm").read_bytes()
+    pcm = b"" if mode == "text" else (out / "q.pcm").read_bytes()
     report = {"server": [], "client": [], "errors": []}
     async with aiohttp.ClientSession() as http:
-        kwargs = {"turn_detection": None} if mode == "manual" else {}
+        kwargs = {"turn_detection": None} if mode in ("manual", "text") else {}
         rt = openai.realtime.RealtimeModel(
             base_url=base_url, model=model, api_key="unused", http_session=http, **kwargs
         )
@@ -129,6 +150,8 @@ async def main(base_url: str, model: str, out: pathlib.Path, mode: str) -> None:
         try:
             if mode == "manual":
                 await manual(sess, pcm, out, report)
+            elif mode == "text":
+                await text(sess, out, report)
             else:
                 await default(sess, pcm, out, report)
         finally:
