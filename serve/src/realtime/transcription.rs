@@ -43,6 +43,7 @@ pub enum AsrMsg {
 
 /// A question waiting for its transcription, and the text of it already sent as deltas (by a
 /// run that a response stopped).
+#[derive(Clone)]
 struct Waiting {
     item_id: String,
     sent: String,
@@ -55,7 +56,16 @@ struct Running {
     heard: String,
     stop: Arc<AtomicBool>,
     rx: mpsc::Receiver<AsrMsg>,
-    task: JoinHandle<()>,
+    /// The task that leases a session and runs the ASR (taken by [`Transcriber::preempt`]).
+    task: Option<JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    /// why: a socket closed (or transcription turned off) mid-run stops the engine at its next
+    /// token, which gives the session back.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
 }
 
 /// A socket's transcriptions: the questions waiting, in commit order, and the one running.
@@ -104,6 +114,13 @@ impl Transcriber {
         });
     }
 
+    /// Forgets the waiting questions and stops the running one (the session turned
+    /// transcription off).
+    pub fn clear(&mut self) {
+        self.queue.clear();
+        self.running = None;
+    }
+
     /// Whether a transcription runs now.
     pub fn is_running(&self) -> bool {
         self.running.is_some()
@@ -139,10 +156,10 @@ impl Transcriber {
     /// in line. The task to wait for before leasing the response's session (it gives its
     /// session back when it ends).
     pub fn preempt(&mut self) -> Option<JoinHandle<()>> {
-        let r = self.running.take()?;
-        r.stop.store(true, Ordering::SeqCst);
-        self.queue.push_front(r.waiting);
-        Some(r.task)
+        let mut r = self.running.take()?;
+        // (Dropping `r` raises its stop flag.)
+        self.queue.push_front(r.waiting.clone());
+        r.task.take()
     }
 
     /// The running transcription's next message (never, when none runs).
@@ -274,6 +291,6 @@ fn spawn(state: &Arc<AppState>, entry: &Entry, key: u64, job: Job, waiting: Wait
         heard: String::new(),
         stop,
         rx,
-        task,
+        task: Some(task),
     }
 }

@@ -261,6 +261,9 @@ impl Socket {
             self.input
                 .set_rate(c.input_rate, self.state.settings.max_audio_seconds);
         }
+        if c.transcription.is_none() {
+            self.transcriber.clear();
+        }
         self.config = c;
         Ok(vec![event(
             "session.updated",
