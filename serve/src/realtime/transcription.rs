@@ -7,8 +7,8 @@
 //! Scheduling, so that a reply's audio never shares the CPU with it: a transcription runs only
 //! while no response is generating. A question whose response starts at once (turn detection's
 //! `create_response`) is transcribed after that response is done; one committed with no
-//! response yet is transcribed at once, and when a response is then created the transcription
-//! is stopped (the engine's cancel check, at its next token), the response waits for its
+//! response yet is transcribed [`GRACE`] after its commit (when no response came meanwhile), and
+//! when a response is then created the transcription is stopped (the engine's cancel check, at its next token), the response waits for its
 //! session to be back, and the transcription runs again from the start once the response ends
 //! (the text already sent as deltas is not sent twice). Questions are transcribed one at a time,
 //! in commit order, each on a pool session leased with the socket's affinity key.
@@ -19,6 +19,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -32,6 +33,13 @@ use crate::{AppState, Entry};
 use super::conversation::{Body, Conversation};
 use super::error::EventError;
 use super::events::event;
+
+/// How long a question waits after it joined the conversation before its transcription may
+/// start. why: clients send the commit and `response.create` back to back (the Agents SDK's
+/// `send_audio` then the app's `response.create`, LiveKit's `commit_audio` then
+/// `generate_reply`); a transcription started between them would hold the response's session
+/// until its encoder pass ends (the cancel check is between passes and tokens).
+pub const GRACE: Duration = Duration::from_millis(300);
 
 /// What a running transcription reports.
 pub enum AsrMsg {
@@ -47,6 +55,8 @@ pub enum AsrMsg {
 struct Waiting {
     item_id: String,
     sent: String,
+    /// When it may start.
+    ready_at: Instant,
 }
 
 /// The transcription running now.
@@ -106,11 +116,13 @@ fn asr_job(state: &AppState, entry: &Entry, wav: Vec<u8>) -> Result<Job, EventEr
 }
 
 impl Transcriber {
-    /// Queues the question `item_id` for transcription.
+    /// Queues the question `item_id` for transcription, to start [`GRACE`] from now at the
+    /// earliest.
     pub fn enqueue(&mut self, item_id: String) {
         self.queue.push_back(Waiting {
             item_id,
             sent: String::new(),
+            ready_at: Instant::now() + GRACE,
         });
     }
 
@@ -137,6 +149,13 @@ impl Transcriber {
     ) -> Vec<Value> {
         let mut out = Vec::new();
         while self.running.is_none() {
+            if self
+                .queue
+                .front()
+                .is_none_or(|w| w.ready_at > Instant::now())
+            {
+                break;
+            }
             let Some(w) = self.queue.pop_front() else {
                 break;
             };

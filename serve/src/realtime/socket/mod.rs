@@ -109,12 +109,13 @@ impl Socket {
                 a = self.turns.next_answer() => self.on_answer(a),
                 m = self.transcriber.next() => self.on_transcription(m),
                 _ = tick.tick() => {
-                    if !self.state.stop.load(Ordering::Relaxed) {
-                        continue;
+                    if self.state.stop.load(Ordering::Relaxed) {
+                        // The server's shutdown deadline passed: stop the response, then close.
+                        server_stop = true;
+                        break;
                     }
-                    // The server's shutdown deadline passed: stop the response, then close.
-                    server_stop = true;
-                    break;
+                    // why no event: the tick also lets a waiting transcription start below.
+                    Vec::new()
                 }
             };
             let mut out = out;
