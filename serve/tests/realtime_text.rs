@@ -459,3 +459,48 @@ async fn a_response_created_at_once_stops_the_transcription_which_runs_again_aft
     );
     srv.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transcription_turned_off_before_it_starts_sends_nothing() {
+    let srv = server().await;
+    let mut ws = connect(&srv, "").await;
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {
+            "input_audio_transcription": {"model": "whisper-1"}}}),
+    )
+    .await;
+    assert_eq!(next(&mut ws).await["type"], "session.updated");
+    let tone: Vec<u8> = (0..24_000i32)
+        .map(|t| ((((t * 7) % 600) - 300) * 50) as i16)
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    send(
+        &mut ws,
+        json!({"type": "input_audio_buffer.append", "audio": b64(&tone)}),
+    )
+    .await;
+    send(&mut ws, json!({"type": "input_audio_buffer.commit"})).await;
+    // Off again at once, within the wait before a transcription starts.
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"input_audio_transcription": null}}),
+    )
+    .await;
+    let events = until(&mut ws, "session.updated").await;
+    assert_eq!(
+        events.last().unwrap()["session"]["audio"]["input"]["transcription"],
+        Value::Null
+    );
+    // Well past the wait: the socket answers, and no transcription event came.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    send(&mut ws, json!({"type": "session.update", "session": {}})).await;
+    let events = until(&mut ws, "session.updated").await;
+    assert!(
+        events
+            .iter()
+            .all(|e| !e["type"].as_str().unwrap().contains("transcription")),
+        "{events:?}"
+    );
+    srv.shutdown().await.unwrap();
+}
