@@ -1,0 +1,11 @@
+//! The server's edges, the checks a request meets before it reaches a model: Realtime socket
+//! limits ([`socket_limits`]), the browser `Origin` allow-list ([`origin`]), the API key
+//! ([`api_key`]), readiness and draining ([`readiness`]), the sockets the server closes itself
+//! ([`socket_close`]) and the log format ([`logging`]).
+
+pub mod api_key;
+pub mod logging;
+pub mod origin;
+pub mod readiness;
+pub mod socket_close;
+pub mod socket_limits;
