@@ -47,6 +47,14 @@ async fn open(srv_addr: &str, headers: &[(&str, &str)]) -> Result<Ws, (u16, Valu
     }
 }
 
+/// An upgrade that must be refused: its status and JSON body.
+async fn refused(srv_addr: &str, headers: &[(&str, &str)], what: &str) -> (u16, Value) {
+    match open(srv_addr, headers).await {
+        Ok(_) => panic!("not refused: {what}"),
+        Err(e) => e,
+    }
+}
+
 /// The socket still answers: a `session.update` gets its `session.updated`.
 async fn still_answers(ws: &mut Ws) {
     send(
@@ -82,10 +90,7 @@ async fn the_socket_past_the_per_client_limit_gets_429_and_a_closed_one_frees_it
     let addr = srv.addr.to_string();
     let mut a = open(&addr, &[]).await.unwrap();
     let mut b = open(&addr, &[]).await.unwrap();
-    let (status, body) = open(&addr, &[])
-        .await
-        .err()
-        .expect("a third socket refused");
+    let (status, body) = refused(&addr, &[], "a third socket refused").await;
     assert_eq!(status, 429, "{body}");
     assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
     let m = get_text(&reqwest::Client::new(), &url(&srv, "/metrics")).await;
@@ -119,10 +124,7 @@ async fn the_socket_past_the_total_limit_gets_503_and_forwarded_addresses_count_
     let addr = srv.addr.to_string();
     let mut a = open(&addr, &[]).await.unwrap();
     let _b = open(&addr, &[]).await.unwrap();
-    let (status, body) = open(&addr, &[])
-        .await
-        .err()
-        .expect("a third socket refused");
+    let (status, body) = refused(&addr, &[], "a third socket refused").await;
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["type"], "server_busy", "{body}");
     still_answers(&mut a).await;
@@ -160,10 +162,12 @@ async fn a_foreign_origin_gets_403_before_the_upgrade_same_origin_and_listed_one
     s.allowed_origins = vec!["https://app.example".into()];
     let srv = server_with(s).await;
     let addr = srv.addr.to_string();
-    let (status, body) = open(&addr, &[("origin", "https://evil.example")])
-        .await
-        .err()
-        .expect("a foreign origin refused");
+    let (status, body) = refused(
+        &addr,
+        &[("origin", "https://evil.example")],
+        "a foreign origin refused",
+    )
+    .await;
     assert_eq!(status, 403, "{body}");
     assert_eq!(body["error"]["type"], "permission_error", "{body}");
     assert_eq!(srv.state.sockets.open(), 0, "a refused origin took no slot");
