@@ -256,7 +256,7 @@ async fn start_nginx(
     let port = free_port();
     std::fs::write(dir.join("nginx.conf"), nginx_conf(&dir, port, upstreams)).unwrap();
     let nginx = Kill(
-        Command::new(&nginx)
+        Command::new(nginx)
             .arg("-p")
             .arg(&dir)
             .arg("-e")
