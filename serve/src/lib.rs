@@ -50,7 +50,7 @@ use audio_engine::lfm2_audio::Lfm2Audio;
 use config::{Cli, Settings};
 use error::ApiError;
 
-const ROUTES: [&str; 12] = [
+const ROUTES: [&str; 13] = [
     "/",
     "/health",
     "/health/ready",
@@ -62,6 +62,7 @@ const ROUTES: [&str; 12] = [
     "/v1/audio/speech",
     "/v1/chat/completions",
     "/v1/realtime",
+    "/v1/realtime/client_secrets",
     "/app.js",
 ];
 
@@ -93,12 +94,17 @@ async fn observed(state: Arc<AppState>, req: Request, next: Next) -> Response {
     let open = matches!(path.as_str(), "/" | "/health" | "/health/ready" | "/app.js")
         || method == Method::OPTIONS;
     let authorized = match &state.settings.api_key {
-        Some(key) if !open => edges::api_key::bearer_matches(
-            req.headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok()),
-            key,
-        ),
+        Some(key) if !open => {
+            edges::api_key::bearer_matches(
+                req.headers()
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok()),
+                key,
+            )
+            // why only the socket: a client secret is scoped to opening one Realtime socket.
+            || (path == "/v1/realtime"
+                && edges::client_secrets::admits(&state.client_secrets, req.headers()))
+        }
         _ => true,
     };
     // why only new work: probes and metrics keep answering while the server drains, so the
@@ -271,6 +277,10 @@ pub fn router_with(state: Arc<AppState>, extra: Router<Arc<AppState>>) -> Router
         .route("/v1/audio/speech", post(openai::speech))
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/realtime", get(realtime::realtime))
+        .route(
+            "/v1/realtime/client_secrets",
+            post(edges::client_secrets::create),
+        )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))

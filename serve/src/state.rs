@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 use audio_engine::lfm2_audio::{Lfm2Audio, SessionOptions};
 
 use crate::config::{ModelEntry, Settings};
+use crate::edges::client_secrets::ClientSecrets;
 use crate::edges::readiness::Drain;
 use crate::edges::socket_limits::SocketLimits;
 use crate::error::ApiError;
@@ -47,6 +48,8 @@ pub struct AppState {
     /// Set on SIGTERM/SIGINT: readiness fails, new sockets and requests are refused, idle
     /// sockets close.
     pub drain: Drain,
+    /// Ephemeral client secrets for Realtime sockets (`POST /v1/realtime/client_secrets`).
+    pub client_secrets: ClientSecrets,
 }
 
 impl AppState {
@@ -164,6 +167,7 @@ pub fn build_state(settings: Settings, preloaded: Option<Lfm2Audio>) -> anyhow::
         streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
         sockets: SocketLimits::new(settings.max_sockets, settings.max_sockets_per_client),
         drain: Drain::default(),
+        client_secrets: ClientSecrets::default(),
         settings,
         entries,
         metrics: Metrics::default(),

@@ -451,3 +451,110 @@ fn close_codes_are_what_the_readme_says() {
         CloseCode::Away
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_secret_opens_one_socket_only_the_socket_and_not_after_it_expires() {
+    let mut s = settings();
+    s.api_key = Some("sekret".into());
+    let srv = server_with(s).await;
+    let addr = srv.addr.to_string();
+    let c = reqwest::Client::new();
+    let mint = |body: Value, key: Option<&'static str>| {
+        let mut r = c.post(url(&srv, "/v1/realtime/client_secrets")).json(&body);
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        r.send()
+    };
+    // Minting needs the API key.
+    let resp = mint(json!({}), None).await.unwrap();
+    expect_error(resp, 401, "authentication_error").await;
+    let resp = mint(json!({"expires_after": {"seconds": 0}}), Some("sekret"))
+        .await
+        .unwrap();
+    expect_error(resp, 400, "invalid_request_error").await;
+    let v: Value = mint(json!({}), Some("sekret"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = v["value"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("ek_"), "{v}");
+    assert_eq!(v["session"]["model"], MODEL, "{v}");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let ttl = v["expires_at"].as_u64().unwrap() - now;
+    assert!((590..=601).contains(&ttl), "{v}");
+
+    // Scope: the secret is no key for other routes, and does not spend itself there.
+    let models = c
+        .get(url(&srv, "/v1/models"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap();
+    expect_error(models, 401, "authentication_error").await;
+
+    // As a browser offers it: subprotocols `realtime` and `openai-insecure-api-key.<secret>`.
+    let protocols = format!("realtime, openai-insecure-api-key.{secret}");
+    let offer = [("sec-websocket-protocol", protocols.as_str())];
+    let mut ws = open(&addr, &offer)
+        .await
+        .expect("the secret opens a socket");
+    still_answers(&mut ws).await;
+    // Once only.
+    assert_eq!(open(&addr, &offer).await.err().map(|e| e.0), Some(401));
+    // The server picks `realtime`, without which a browser fails the socket.
+    let v: Value = mint(json!({}), Some("sekret"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let protocols = format!(
+        "realtime, openai-insecure-api-key.{}",
+        v["value"].as_str().unwrap()
+    );
+    let mut req = format!("ws://{addr}/v1/realtime?model={MODEL}")
+        .into_client_request()
+        .unwrap();
+    req.headers_mut()
+        .insert("sec-websocket-protocol", protocols.parse().unwrap());
+    let (_ws, resp) = tokio_tungstenite::connect_async(req).await.unwrap();
+    assert_eq!(resp.headers()["sec-websocket-protocol"], "realtime");
+
+    // As a bearer token; and an expired one opens nothing.
+    let v: Value = mint(
+        json!({"expires_after": {"anchor": "created_at", "seconds": 1}}),
+        Some("sekret"),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let short = v["value"].as_str().unwrap().to_owned();
+    let v: Value = mint(json!(null), Some("sekret"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let bearer = format!("Bearer {}", v["value"].as_str().unwrap());
+    open(&addr, &[("authorization", bearer.as_str())])
+        .await
+        .expect("the secret as a bearer token");
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let late = format!("Bearer {short}");
+    assert_eq!(
+        open(&addr, &[("authorization", late.as_str())])
+            .await
+            .err()
+            .map(|e| e.0),
+        Some(401)
+    );
+    srv.shutdown().await.unwrap();
+}

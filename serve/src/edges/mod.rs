@@ -4,6 +4,7 @@
 //! ([`socket_close`]) and the log format ([`logging`]).
 
 pub mod api_key;
+pub mod client_secrets;
 pub mod logging;
 pub mod origin;
 pub mod readiness;

@@ -106,7 +106,10 @@ pub async fn realtime(
         )));
     }
     let beta = wants_beta(&headers, &query);
+    // why a subprotocol: a browser that offers some (OpenAI's clients offer `realtime` beside
+    // `openai-insecure-api-key.<secret>`) fails the socket unless the server picks one.
     Ok(ws
+        .protocols(["realtime"])
         .max_message_size(MAX_MESSAGE_BYTES)
         .max_frame_size(MAX_MESSAGE_BYTES)
         .on_upgrade(move |ws| async move {
