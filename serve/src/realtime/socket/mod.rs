@@ -120,8 +120,10 @@ impl Socket {
                 m = next_run_msg(&mut self.response) => self.on_run_msg(m),
                 a = self.turns.next_answer() => self.on_answer(a),
                 _ = tick.tick() => {
+                    // why `is_finished`: a finished early turn's handle stays until a response
+                    // takes it, and must not hold the socket open.
                     let busy = self.response.is_some()
-                        || self.early.is_some()
+                        || self.early.as_ref().is_some_and(|h| !h.is_finished())
                         || self.respond_after.is_some();
                     if busy {
                         last_active = Instant::now();
