@@ -365,9 +365,16 @@ pub async fn start_with_state(
         let server = axum::serve(listener, service).with_graceful_shutdown(signal);
         let server = std::future::IntoFuture::into_future(server);
         tokio::pin!(server);
+        let mut ended = None;
         tokio::select! {
-            r = &mut server => return r,
+            r = &mut server => ended = Some(r),
             _ = fired_rx.wait_for(|f| *f) => {}
+        }
+        // why not return when the server ended first: with no HTTP connection open its
+        // graceful shutdown ends at once, in the same poll as the signal, and the sockets
+        // (which it does not track) still have to drain.
+        if !*fired_rx.borrow() {
+            return ended.unwrap_or(Ok(()));
         }
         tracing::info!(
             deadline_ms = deadline.as_millis() as u64,
@@ -376,21 +383,33 @@ pub async fn start_with_state(
         );
         // why the sockets too: an upgraded socket is no longer the server's connection, so
         // the graceful shutdown does not wait for it; its running turn must still finish.
-        let drained = async {
-            let served = (&mut server).await;
+        let until = tokio::time::Instant::now() + deadline;
+        let served = match ended {
+            Some(r) => Some(r),
+            None => tokio::time::timeout_at(until, &mut server).await.ok(),
+        };
+        let sockets = || async {
             while st.sockets.open() > 0 {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
-            served
         };
-        if let Ok(r) = tokio::time::timeout(deadline, drained).await {
-            return r;
+        let server_ended = served.is_some();
+        if let Some(r) = served {
+            if tokio::time::timeout_at(until, sockets()).await.is_ok() {
+                return r;
+            }
         }
-        // The deadline passed: cut every generation at its next event, give the streams a
-        // moment to end, then stop regardless.
+        // The deadline passed: cut every generation at its next event, give the streams and
+        // sockets a moment to end, then stop regardless.
         tracing::warn!("shutdown deadline passed: cancelling in-flight requests");
         st.stop.store(true, Ordering::SeqCst);
-        let _ = tokio::time::timeout(Duration::from_secs(2), &mut server).await;
+        let cut = async {
+            if !server_ended {
+                let _ = (&mut server).await;
+            }
+            sockets().await;
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), cut).await;
         Ok(())
     });
     Ok(Running {

@@ -428,17 +428,38 @@ async fn sigterm_finishes_the_running_turn_closes_sockets_with_1001_and_exits_0(
     .await;
     until(&mut busy, "response.created").await;
     sigterm(&serve.0);
-    let (code, reason) = close_of(&mut idle, Duration::from_secs(5)).await;
-    assert_eq!(code, 1001, "{reason}");
+    let idle_close = tokio::spawn(async move {
+        let (code, reason) = close_of(&mut idle, Duration::from_secs(5)).await;
+        assert_eq!(code, 1001, "idle: {reason}");
+    });
     // The running turn ends with its response.done, then the socket closes.
-    let done = until(&mut busy, "response.done").await;
+    let mut done = Vec::new();
+    loop {
+        let m = tokio::time::timeout(Duration::from_secs(20), busy.next()).await;
+        let Ok(Some(Ok(m))) = m else {
+            sigterm(&serve.0);
+            let (code, err) = exit_of(&mut serve.0);
+            panic!(
+                "the busy socket broke before response.done ({m:?}); serve exited {code:?}:\n{err}"
+            );
+        };
+        if let Message::Text(t) = m {
+            let e: Value = serde_json::from_str(t.as_str()).unwrap();
+            let end = e["type"] == "response.done";
+            done.push(e);
+            if end {
+                break;
+            }
+        }
+    }
     let status = &done.last().unwrap()["response"]["status"];
     assert!(
         status != "cancelled" && status != "failed",
         "the running turn was cut: {status}"
     );
     let (code, _) = close_of(&mut busy, Duration::from_secs(5)).await;
-    assert_eq!(code, 1001);
+    assert_eq!(code, 1001, "busy");
+    idle_close.await.unwrap();
     let (code, err) = exit_of(&mut serve.0);
     assert_eq!(code, Some(0), "{err}");
 }

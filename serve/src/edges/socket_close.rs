@@ -60,3 +60,24 @@ pub fn server_close(state: &AppState, idle: Duration, busy: bool) -> Option<Serv
     let ms = state.settings.idle_timeout_ms;
     (ms > 0 && idle >= Duration::from_millis(ms)).then_some(ServerClose::Idle { ms })
 }
+
+/// How long a socket waits for the client's close frame after sending its own.
+pub const CLOSE_REPLY_WAIT: Duration = Duration::from_secs(1);
+
+/// Reads (and drops) what the client still sends until its close reply, for at most
+/// [`CLOSE_REPLY_WAIT`].
+///
+/// why: the closing handshake. A socket dropped right after its close frame, with the process
+/// exiting (the drain), resets the connection, and a reset can discard the close frame before
+/// the client reads it: the client would see a reset instead of 1001 and its reason.
+pub async fn await_close_reply(ws: &mut axum::extract::ws::WebSocket) {
+    use axum::extract::ws::Message;
+    let _ = tokio::time::timeout(CLOSE_REPLY_WAIT, async {
+        while let Some(Ok(m)) = ws.recv().await {
+            if matches!(m, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+}

@@ -155,6 +155,7 @@ impl Socket {
             tracing::info!(reason = ?c, "closing the socket");
         }
         let _ = ws.send(Message::Close(close.map(|c| c.frame()))).await;
+        crate::edges::socket_close::await_close_reply(&mut ws).await;
     }
 
     /// Milliseconds of audio the socket received (the VAD's timeline).
