@@ -2,8 +2,9 @@
 //!
 //! Routes (see the README's "HTTP server" section): audio.cpp's `GET /health`, `GET /v1/models`,
 //! `POST /v1/tasks/run`, `POST /v1/tasks/stream`; OpenAI's `POST /v1/audio/transcriptions`,
-//! `POST /v1/audio/speech`, `POST /v1/chat/completions`; `GET /metrics` (Prometheus) and the
-//! voice page at `GET /`.
+//! `POST /v1/audio/speech`, `POST /v1/chat/completions`; `GET /metrics` (Prometheus),
+//! `GET /health/ready` (readiness) and the voice page at `GET /`. The checks before a route
+//! (limits, origins, key, drain) are in [`edges`].
 //!
 //! Each loaded model has a pool of sessions ([`pool`]); a request leases one, runs on it on a
 //! blocking thread ([`work`]) and gives it back. Requests of one conversation go to the session
@@ -14,6 +15,7 @@
 pub mod artifact_limits;
 pub mod audio_io;
 pub mod config;
+pub mod edges;
 pub mod error;
 pub mod metrics;
 pub mod openai;
@@ -48,9 +50,10 @@ use audio_engine::lfm2_audio::Lfm2Audio;
 use config::{Cli, Settings};
 use error::ApiError;
 
-const ROUTES: [&str; 11] = [
+const ROUTES: [&str; 13] = [
     "/",
     "/health",
+    "/health/ready",
     "/metrics",
     "/v1/models",
     "/v1/tasks/run",
@@ -59,11 +62,27 @@ const ROUTES: [&str; 11] = [
     "/v1/audio/speech",
     "/v1/chat/completions",
     "/v1/realtime",
+    "/v1/realtime/client_secrets",
     "/app.js",
 ];
 
-/// Auth, counting and the one log line per request.
+/// Auth, the drain, the request timeout, counting, and the one log line per request, all
+/// inside the request's span (its `request_id`, echoed as `X-Request-Id`).
 async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let id = edges::logging::request_id(
+        req.headers()
+            .get("x-request-id")
+            .and_then(|v| v.to_str().ok()),
+    );
+    let span = tracing::info_span!("request", request_id = %id);
+    let mut resp = tracing::Instrument::instrument(observed(state, req, next), span).await;
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    resp
+}
+
+async fn observed(state: Arc<AppState>, req: Request, next: Next) -> Response {
     let t0 = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
@@ -72,22 +91,31 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
     } else {
         "other"
     };
-    let open = matches!(path.as_str(), "/" | "/health" | "/app.js") || method == Method::OPTIONS;
-    let resp = match &state.settings.api_key {
+    let open = matches!(path.as_str(), "/" | "/health" | "/health/ready" | "/app.js")
+        || method == Method::OPTIONS;
+    let authorized = match &state.settings.api_key {
         Some(key) if !open => {
-            let ok = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .is_some_and(|v| v.trim() == key);
-            if ok {
-                next.run(req).await
-            } else {
-                ApiError::unauthorized().into_response()
-            }
+            edges::api_key::bearer_matches(
+                req.headers()
+                    .get(header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok()),
+                key,
+            )
+            // why only the socket: a client secret is scoped to opening one Realtime socket.
+            || (path == "/v1/realtime"
+                && edges::client_secrets::admits(&state.client_secrets, req.headers()))
         }
-        _ => next.run(req).await,
+        _ => true,
+    };
+    // why only new work: probes and metrics keep answering while the server drains, so the
+    // load balancer sees the 503 of readiness and the operator the gauges.
+    let new_work = method == Method::POST || path == "/v1/realtime";
+    let resp = if !authorized {
+        ApiError::unauthorized().into_response()
+    } else if new_work && state.drain.is_draining() {
+        ApiError::busy("the server is shutting down: try another replica").into_response()
+    } else {
+        run_bounded(&state, &path, req, next).await
     };
     let status = resp.status().as_u16();
     state.metrics.request(route, status);
@@ -99,6 +127,36 @@ async fn observe(State(state): State<Arc<AppState>>, req: Request, next: Next) -
         "request"
     );
     resp
+}
+
+/// The route under `--request-timeout-ms` (504 when it passes). The bound is on the handler,
+/// that is the response's head: a streamed body goes on after it (its length is bounded by
+/// `max_tokens`), and the Realtime upgrade answers at once.
+async fn run_bounded(state: &AppState, path: &str, req: Request, next: Next) -> Response {
+    let ms = state.settings.request_timeout_ms;
+    if ms == 0 || path == "/v1/realtime" {
+        return next.run(req).await;
+    }
+    match tokio::time::timeout(Duration::from_millis(ms), next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => ApiError::with_status(
+            axum::http::StatusCode::GATEWAY_TIMEOUT,
+            format!("the request ran past {ms} ms (--request-timeout-ms)"),
+        )
+        .into_response(),
+    }
+}
+
+/// `GET /health/ready`: 200 when the server takes new work, else 503 with the reason.
+async fn ready(State(s): State<Arc<AppState>>) -> Response {
+    match edges::readiness::not_ready(&s) {
+        None => Json(json!({"status": "ready"})).into_response(),
+        Some(reason) => (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "not_ready", "reason": reason})),
+        )
+            .into_response(),
+    }
 }
 
 async fn health(State(s): State<Arc<AppState>>) -> Json<Value> {
@@ -138,6 +196,7 @@ async fn models(
                 "max_batch": e.pool.model().options().max_batch,
                 "batch_from": e.pool.model().options().batch_from,
                 "device": e.pool.model().device_name(),
+                "quantization": config::quantization_of(e.pool.model().label()),
                 "language": e.language,
             });
             if with_opts {
@@ -168,6 +227,7 @@ async fn metrics_route(State(s): State<Arc<AppState>>) -> Response {
             }
         })
         .map(|e| metrics::PoolGauges {
+            max_queue: s.settings.max_queue,
             model: e.pool.model().label().to_owned(),
             size: e.pool.size(),
             active: e.pool.active(),
@@ -176,11 +236,9 @@ async fn metrics_route(State(s): State<Arc<AppState>>) -> Response {
             steps: e.pool.model().step_stats(),
         })
         .collect();
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        s.metrics.render(&pools),
-    )
-        .into_response()
+    let mut text = s.metrics.render(&pools);
+    metrics::render_server(&mut text, s.sockets.open(), s.drain.is_draining());
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 async fn page() -> Html<&'static str> {
@@ -210,6 +268,7 @@ pub fn router_with(state: Arc<AppState>, extra: Router<Arc<AppState>>) -> Router
         .route("/", get(page))
         .route("/app.js", get(page_js))
         .route("/health", get(health))
+        .route("/health/ready", get(ready))
         .route("/metrics", get(metrics_route))
         .route("/v1/models", get(models))
         .route("/v1/tasks/run", post(tasks::run))
@@ -218,6 +277,10 @@ pub fn router_with(state: Arc<AppState>, extra: Router<Arc<AppState>>) -> Router
         .route("/v1/audio/speech", post(openai::speech))
         .route("/v1/chat/completions", post(openai::chat))
         .route("/v1/realtime", get(realtime::realtime))
+        .route(
+            "/v1/realtime/client_secrets",
+            post(edges::client_secrets::create),
+        )
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(state.settings.max_body_bytes))
         .layer(axum::middleware::from_fn_with_state(state.clone(), observe))
@@ -290,29 +353,63 @@ pub async fn start_with_state(
     let handle = tokio::spawn(async move {
         let deadline = Duration::from_millis(st.settings.shutdown_timeout_ms);
         let (fired_tx, mut fired_rx) = tokio::sync::watch::channel(false);
+        let drain_state = st.clone();
         let signal = async move {
             let _ = rx.await;
+            // why before the listener closes: readiness must say 503 from the first moment.
+            drain_state.drain.start();
             let _ = fired_tx.send(true);
         };
-        let server = axum::serve(listener, app).with_graceful_shutdown(signal);
+        // why the peer address: the per-client socket limit counts by it.
+        let service = app.into_make_service_with_connect_info::<SocketAddr>();
+        let server = axum::serve(listener, service).with_graceful_shutdown(signal);
         let server = std::future::IntoFuture::into_future(server);
         tokio::pin!(server);
+        let mut ended = None;
         tokio::select! {
-            r = &mut server => return r,
+            r = &mut server => ended = Some(r),
             _ = fired_rx.wait_for(|f| *f) => {}
+        }
+        // why not return when the server ended first: with no HTTP connection open its
+        // graceful shutdown ends at once, in the same poll as the signal, and the sockets
+        // (which it does not track) still have to drain.
+        if !*fired_rx.borrow() {
+            return ended.unwrap_or(Ok(()));
         }
         tracing::info!(
             deadline_ms = deadline.as_millis() as u64,
-            "shutting down: no new connections"
+            sockets = st.sockets.open(),
+            "draining: no new connections, sockets or requests; idle sockets close (1001)"
         );
-        if tokio::time::timeout(deadline, &mut server).await.is_ok() {
-            return Ok(());
+        // why the sockets too: an upgraded socket is no longer the server's connection, so
+        // the graceful shutdown does not wait for it; its running turn must still finish.
+        let until = tokio::time::Instant::now() + deadline;
+        let served = match ended {
+            Some(r) => Some(r),
+            None => tokio::time::timeout_at(until, &mut server).await.ok(),
+        };
+        let sockets = || async {
+            while st.sockets.open() > 0 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        };
+        let server_ended = served.is_some();
+        if let Some(r) = served {
+            if tokio::time::timeout_at(until, sockets()).await.is_ok() {
+                return r;
+            }
         }
-        // The deadline passed: cut every generation at its next event, give the streams a
-        // moment to end, then stop regardless.
+        // The deadline passed: cut every generation at its next event, give the streams and
+        // sockets a moment to end, then stop regardless.
         tracing::warn!("shutdown deadline passed: cancelling in-flight requests");
         st.stop.store(true, Ordering::SeqCst);
-        let _ = tokio::time::timeout(Duration::from_secs(2), &mut server).await;
+        let cut = async {
+            if !server_ended {
+                let _ = (&mut server).await;
+            }
+            sockets().await;
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(2), cut).await;
         Ok(())
     });
     Ok(Running {
@@ -353,21 +450,21 @@ where
     audio_engine::ggml::set_log_level(audio_engine::lfm2_audio::vars::log_level_from_vars(
         &config::env_var,
     ));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+    // why resolved before the runtime: the log format may come from the config file.
+    let settings = match Settings::resolve(&cli) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("serve: {e:#}");
+            std::process::exit(1);
+        }
+    };
+    edges::logging::init(settings.log_format);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("building the tokio runtime");
     let code = rt.block_on(async move {
         let run = async {
-            let settings = Settings::resolve(&cli)?;
             let running = start(settings, None).await?;
             let stop = termination();
             tracing::info!("listening on http://{}", running.addr);

@@ -47,11 +47,15 @@ fn load_from_hub(
     settings: &Settings,
     opts: ModelOptions,
 ) -> anyhow::Result<Lfm2Audio> {
+    use crate::config::DEFAULT_HUB_QUANT;
     use anyhow::Context;
-    use audio_engine::lfm2_audio::hub::{fetch, HubOptions, DEFAULT_QUANT};
+    use audio_engine::lfm2_audio::hub::{fetch, HubOptions};
+    let mut spec = spec.clone();
     if spec.quant.is_none() {
-        tracing::info!("{spec} names no quantization: using {DEFAULT_QUANT}");
+        tracing::info!("{spec} names no quantization: using {DEFAULT_HUB_QUANT}");
+        spec.quant = Some(DEFAULT_HUB_QUANT);
     }
+    let spec = &spec;
     let mut hub = HubOptions::from_vars(&crate::config::env_var);
     hub.offline |= settings.hub_offline;
     let got = fetch(spec, &hub).with_context(|| format!("fetching {spec}"))?;

@@ -53,6 +53,8 @@ const RATIOS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0];
 pub struct PoolGauges {
     /// The model's label.
     pub model: String,
+    /// The server's `--max-queue` (bounds `queued`).
+    pub max_queue: usize,
     /// Sessions in the pool.
     pub size: usize,
     /// Sessions leased.
@@ -135,6 +137,20 @@ impl Metrics {
         );
         gauge(
             &mut out,
+            "serve_sessions_free",
+            "Sessions not leased (a new request starts at once).",
+            "gauge",
+            &|p| p.size.saturating_sub(p.active) as u64,
+        );
+        gauge(
+            &mut out,
+            "serve_queue_limit",
+            "Most requests that may wait for a session (--max-queue).",
+            "gauge",
+            &|p| p.max_queue as u64,
+        );
+        gauge(
+            &mut out,
             "serve_sessions_active",
             "Sessions leased.",
             "gauge",
@@ -212,4 +228,19 @@ impl Metrics {
         );
         out
     }
+}
+
+/// The server-wide gauges: open Realtime sockets and whether the server drains.
+pub fn render_server(out: &mut String, open_sockets: usize, draining: bool) {
+    let _ = writeln!(
+        out,
+        "# HELP serve_realtime_sockets Open Realtime sockets.\n\
+         # TYPE serve_realtime_sockets gauge\nserve_realtime_sockets {open_sockets}"
+    );
+    let _ = writeln!(
+        out,
+        "# HELP serve_draining 1 while the server drains after SIGTERM, else 0.\n\
+         # TYPE serve_draining gauge\nserve_draining {}",
+        u8::from(draining)
+    );
 }

@@ -12,6 +12,9 @@ use tokio::sync::Semaphore;
 use audio_engine::lfm2_audio::{Lfm2Audio, SessionOptions};
 
 use crate::config::{ModelEntry, Settings};
+use crate::edges::client_secrets::ClientSecrets;
+use crate::edges::readiness::Drain;
+use crate::edges::socket_limits::SocketLimits;
 use crate::error::ApiError;
 use crate::load::load_model;
 use crate::metrics::Metrics;
@@ -40,6 +43,13 @@ pub struct AppState {
     /// Realtime `semantic_vad`'s end-of-turn model, loaded once (`None`: its weights are not
     /// installed, and semantic_vad is a silence timer).
     pub end_of_turn: Option<Arc<voice_activity::SmartTurn>>,
+    /// The open Realtime sockets, counted against `--max-sockets[-per-client]`.
+    pub sockets: Arc<SocketLimits>,
+    /// Set on SIGTERM/SIGINT: readiness fails, new sockets and requests are refused, idle
+    /// sockets close.
+    pub drain: Drain,
+    /// Ephemeral client secrets for Realtime sockets (`POST /v1/realtime/client_secrets`).
+    pub client_secrets: ClientSecrets,
 }
 
 impl AppState {
@@ -155,6 +165,9 @@ pub fn build_state(settings: Settings, preloaded: Option<Lfm2Audio>) -> anyhow::
     Ok(AppState {
         end_of_turn,
         streams: Arc::new(Semaphore::new(settings.max_streams.max(1))),
+        sockets: SocketLimits::new(settings.max_sockets, settings.max_sockets_per_client),
+        drain: Drain::default(),
+        client_secrets: ClientSecrets::default(),
         settings,
         entries,
         metrics: Metrics::default(),

@@ -2,7 +2,7 @@
 //! audio-engine tests' `hub_server`) serving the demo package: the settings name the package
 //! by an `hf:` path, `load_model` fetches it into the Hugging Face cache the environment names
 //! and it transcribes exactly as the demo package loaded from its directory; with the server
-//! gone, `--offline` loads it from the cache alone.
+//! gone, `--offline` loads it from the cache alone. Without a quantization it asks for Q8_0.
 
 mod common;
 #[path = "../../audio-engine/tests/hub_server/mod.rs"]
@@ -59,6 +59,15 @@ fn serve_hf_fetches_the_package_and_loads_it_offline_later() {
     assert!(cache
         .join("models--test-org--Demo-GGUF/refs/main")
         .is_file());
+
+    // Without a quantization serve asks for Q8_0 (README: Q4_0 replies were seen looping),
+    // which this stand-in repository (F32 only) does not have.
+    let bare = PathBuf::from(format!("hf:{REPO}"));
+    let e = serve::load_model(Some(&bare), &settings).unwrap_err();
+    assert!(
+        format!("{e:#}").contains("no complete Q8_0 package"),
+        "{e:#}"
+    );
 
     // The hub gone: `--offline` loads from the cache; a bad spec is an error that says so.
     srv.stop();

@@ -3,7 +3,10 @@
 //! same bytes as against one server; every turn after the first lands on the first turn's
 //! replica (its cached state is reused); killing that replica mid-conversation moves the rest to
 //! the other one, which starts cold (nothing resumed) and still answers the same bytes, because
-//! the client carries the history. nginx runs the README's snippet as written (ports aside).
+//! the client carries the history. A second conversation drains its replica with SIGTERM in the
+//! middle of a turn: that turn streams to its end with the same bytes, the replica exits 0, and
+//! the rest goes to the other replica unchanged. nginx runs the README's snippet as written
+//! (ports aside).
 //! Skips when `nginx` is not installed (a marker line; a failure with `CI=true`: ci-skip).
 
 mod common;
@@ -146,58 +149,10 @@ async fn nginx_routes_a_conversation_to_its_replica_and_fails_over() {
         return;
     };
     let client = reqwest::Client::new();
-
-    // The reference: the conversation against one (in-process) server.
-    let one = server().await;
-    let one_url = url(&one, "");
-    let mut reference = Vec::new();
-    let mut history = Vec::new();
-    for i in 0..TURNS {
-        let r = turn(&client, &one_url, i, &history).await;
-        push_history(&mut history, i, &r);
-        reference.push(r);
-    }
-    eprintln!(
-        "reference prompt positions per turn: {:?}",
-        reference
-            .iter()
-            .map(|r| r["lfm2_audio"]["prompt_positions"].clone())
-            .collect::<Vec<_>>()
-    );
-    one.shutdown().await.unwrap();
-
-    let replica = || spawn_serve(&["--port", "0", "--threads", "1", "--slots", "1"]);
-    let (a, a_url) = replica();
-    let (b, b_url) = replica();
-    let mut replicas = vec![(Some(a), a_url), (Some(b), b_url)];
-    let dir = std::env::temp_dir().join(format!("serve-nginx-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let port = free_port();
+    let reference = reference_conversation(&client).await;
+    let mut replicas = two_replicas();
     let urls: Vec<&str> = replicas.iter().map(|r| r.1.as_str()).collect();
-    std::fs::write(dir.join("nginx.conf"), nginx_conf(&dir, port, &urls)).unwrap();
-    let _nginx = Kill(
-        Command::new(&nginx)
-            .arg("-p")
-            .arg(&dir)
-            .arg("-e")
-            .arg(dir.join("error.log"))
-            .args(["-c", "nginx.conf", "-g", "daemon off;"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let front = format!("http://127.0.0.1:{port}");
-    let t0 = Instant::now();
-    while client.get(format!("{front}/health")).send().await.is_err() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "nginx did not start: {}",
-            std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let (_nginx, front, dir) = start_nginx(&client, &nginx, "failover", &urls).await;
 
     let mut history = Vec::new();
     let mut on: Option<usize> = None;
@@ -248,6 +203,180 @@ async fn nginx_routes_a_conversation_to_its_replica_and_fails_over() {
                 // the move, the cold turn encoded them all).
                 assert_eq!(reused as usize, i, "turn {i}");
             }
+        }
+        on = Some(k);
+        push_history(&mut history, i, &r);
+    }
+    drop(_nginx);
+    drop(replicas);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The reference: the conversation against one (in-process) server.
+async fn reference_conversation(client: &reqwest::Client) -> Vec<Value> {
+    let one = server().await;
+    let one_url = url(&one, "");
+    let mut reference = Vec::new();
+    let mut history = Vec::new();
+    for i in 0..TURNS {
+        let r = turn(client, &one_url, i, &history).await;
+        push_history(&mut history, i, &r);
+        reference.push(r);
+    }
+    eprintln!(
+        "reference prompt positions per turn: {:?}",
+        reference
+            .iter()
+            .map(|r| r["lfm2_audio"]["prompt_positions"].clone())
+            .collect::<Vec<_>>()
+    );
+    one.shutdown().await.unwrap();
+    reference
+}
+
+/// Two serve replicas (one slot, one thread each) and their base URLs.
+fn two_replicas() -> Vec<(Option<Kill>, String)> {
+    let replica = || spawn_serve(&["--port", "0", "--threads", "1", "--slots", "1"]);
+    let (a, a_url) = replica();
+    let (b, b_url) = replica();
+    vec![(Some(a), a_url), (Some(b), b_url)]
+}
+
+/// nginx with the README's snippet over `upstreams`, up and answering: it, its base URL and
+/// its folder.
+async fn start_nginx(
+    client: &reqwest::Client,
+    nginx: &str,
+    name: &str,
+    upstreams: &[&str],
+) -> (Kill, String, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("serve-nginx-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let port = free_port();
+    std::fs::write(dir.join("nginx.conf"), nginx_conf(&dir, port, upstreams)).unwrap();
+    let nginx = Kill(
+        Command::new(nginx)
+            .arg("-p")
+            .arg(&dir)
+            .arg("-e")
+            .arg(dir.join("error.log"))
+            .args(["-c", "nginx.conf", "-g", "daemon off;"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let front = format!("http://127.0.0.1:{port}");
+    let t0 = Instant::now();
+    while client.get(format!("{front}/health")).send().await.is_err() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "nginx did not start: {}",
+            std::fs::read_to_string(dir.join("error.log")).unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (nginx, front, dir)
+}
+
+/// One SSE turn's request through `base`, sent: its response, the stream still running.
+async fn start_turn(
+    client: &reqwest::Client,
+    base: &str,
+    i: usize,
+    history: &[Value],
+) -> reqwest::Response {
+    let body = json!({
+        "model": "lfm2-audio-s2s",
+        "stream_format": "sse",
+        "request": {"audio": b64(&long_question(i)), "seed": SEED, "max_tokens": MAX_TOKENS,
+                    "options": {"return_codes": true}, "artifacts": history},
+    });
+    let resp = client
+        .post(format!("{base}/v1/tasks/stream"))
+        .header("X-Conversation-Id", "nginx-test-conversation")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    resp
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_a_replica_mid_turn_and_the_conversation_goes_on_unchanged() {
+    let Some(nginx) = installed("nginx") else {
+        ci_skip::skip(
+            "sigterm_drains_a_replica_mid_turn_and_the_conversation_goes_on_unchanged",
+            "`nginx` is not installed (apt-get install nginx)",
+        );
+        return;
+    };
+    let client = reqwest::Client::new();
+    let reference = reference_conversation(&client).await;
+    let mut replicas = two_replicas();
+    let urls: Vec<&str> = replicas.iter().map(|r| r.1.as_str()).collect();
+    let (_nginx, front, dir) = start_nginx(&client, &nginx, "drain", &urls).await;
+
+    let mut history = Vec::new();
+    let mut on = None;
+    let mut drained = None;
+    for (i, want) in reference.iter().enumerate() {
+        let before = [
+            served(&client, &replicas[0].1).await,
+            served(&client, &replicas[1].1).await,
+        ];
+        let resp = start_turn(&client, &front, i, &history).await;
+        // The answer's head is counted once the stream starts.
+        let now = [
+            served(&client, &replicas[0].1).await,
+            served(&client, &replicas[1].1).await,
+        ];
+        let hit: Vec<usize> = (0..2)
+            .filter(|&k| matches!((before[k], now[k]), (Some(x), Some(y)) if y > x))
+            .collect();
+        assert_eq!(hit.len(), 1, "turn {i}: {before:?} -> {now:?}");
+        let k = hit[0];
+        if i == KILL_BEFORE {
+            // SIGTERM the replica while this turn streams from it.
+            assert_eq!(Some(k), on, "turn {i} changed replica before the drain");
+            // Its one session is leased: the turn runs there as the signal goes out.
+            let m = get_text(&client, &format!("{}/metrics", replicas[k].1)).await;
+            assert_eq!(metric_sum(&m, "serve_sessions_active"), 1.0, "{m}");
+            let child = replicas[k].0.as_ref().unwrap();
+            let ok = Command::new("kill")
+                .args(["-TERM", &child.0.id().to_string()])
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "kill -TERM");
+        }
+        let body = String::from_utf8(read_to_end(resp).await).unwrap();
+        let events = sse_events(&body);
+        let last = events.last().expect("an SSE event");
+        assert_eq!(last["type"], "task.stream.done", "turn {i}: {last}");
+        let r = last["result"].clone();
+        assert_eq!(bytes(&r), bytes(want), "turn {i}: bytes differ");
+        if i == KILL_BEFORE {
+            // The drained replica exits 0 once its turn has ended.
+            let mut child = replicas[k].0.take().unwrap();
+            let t = Instant::now();
+            let status = loop {
+                if let Some(s) = child.0.try_wait().unwrap() {
+                    break s;
+                }
+                assert!(
+                    t.elapsed() < Duration::from_secs(20),
+                    "the replica did not exit"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            assert_eq!(status.code(), Some(0), "the drained replica's exit");
+            eprintln!("turn {i}: replica {k} drained, exited 0");
+            drained = Some(k);
+        } else if i > KILL_BEFORE {
+            assert_ne!(Some(k), drained, "turn {i} went to the drained replica");
         }
         on = Some(k);
         push_history(&mut history, i, &r);

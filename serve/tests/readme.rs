@@ -177,6 +177,8 @@ async fn the_readme_curl_examples_work_against_a_server() {
             .to_owned();
         match route.as_str() {
             "/health" => assert_eq!(json_values(out)[0]["status"], "ok", "{out}"),
+            "/health/ready" => assert_eq!(json_values(out)[0]["status"], "ready", "{out}"),
+            "/v1/realtime/client_secrets" => assert_eq!(out.trim(), "lfm2-audio-s2s", "{out}"),
             "/v1/models" => {
                 let ids: Vec<_> = json_values(out)[0]["data"]
                     .as_array()

@@ -22,13 +22,18 @@ pub mod turns;
 pub mod typed;
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::extract::connect_info::ConnectInfo;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{Query, State};
-use axum::http::HeaderMap;
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::Response;
+use axum::Extension;
 
+use crate::edges::origin::origin_allowed;
+use crate::edges::socket_limits::{client_address, SocketSlot};
 use crate::error::ApiError;
 use crate::AppState;
 
@@ -50,14 +55,51 @@ fn wants_beta(headers: &HeaderMap, query: &HashMap<String, String>) -> bool {
     header || param
 }
 
+/// The edges' checks before an upgrade: the `Origin` allow-list (403), then the socket limits
+/// (503 in all, 429 per client). The slot it gives is held for the socket's life.
+fn admit(
+    state: &Arc<AppState>,
+    headers: &HeaderMap,
+    peer: Option<SocketAddr>,
+) -> Result<Option<SocketSlot>, ApiError> {
+    let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    if !origin_allowed(
+        header(header::ORIGIN),
+        header(header::HOST),
+        &state.settings.allowed_origins,
+    ) {
+        return Err(ApiError {
+            status: StatusCode::FORBIDDEN,
+            kind: "permission_error",
+            message: format!(
+                "origin {} may not open realtime sockets (--allowed-origins)",
+                header(header::ORIGIN).unwrap_or_default()
+            ),
+        });
+    }
+    let client = client_address(
+        peer.map(|p| p.ip()),
+        headers,
+        state.settings.trust_forwarded,
+    );
+    // why no slot without an address: a server run without connect info (a router in a test)
+    // has none, and then only the total limit could count it; both limits need one.
+    match client {
+        Some(ip) => Ok(Some(state.sockets.acquire(ip)?)),
+        None => Ok(None),
+    }
+}
+
 /// `GET /v1/realtime?model=ID`: upgrades to the Realtime WebSocket on the speech-to-speech
 /// model `ID` (the first served one when absent; 404 for an unknown id).
 pub async fn realtime(
     State(state): State<Arc<AppState>>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     ws: WebSocketUpgrade,
 ) -> Result<Response, ApiError> {
+    let slot = admit(&state, &headers, peer.map(|Extension(ConnectInfo(a))| a))?;
     let entry = state.entry_for(query.get("model").map(String::as_str), "s2s")?;
     if entry.cfg.task != "s2s" {
         return Err(ApiError::invalid(format!(
@@ -66,8 +108,23 @@ pub async fn realtime(
         )));
     }
     let beta = wants_beta(&headers, &query);
+    // why a subprotocol: a browser that offers some (OpenAI's clients offer `realtime` beside
+    // `openai-insecure-api-key.<secret>`) fails the socket unless the server picks one.
     Ok(ws
+        .protocols(["realtime"])
         .max_message_size(MAX_MESSAGE_BYTES)
         .max_frame_size(MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| socket::Socket::new(state, entry, beta).run(socket)))
+        .on_upgrade(move |ws| async move {
+            let socket = socket::Socket::new(state, entry, beta);
+            let span = tracing::info_span!("realtime", conversation_id = %socket.session_id());
+            let model = socket.model_id().to_owned();
+            let run = async move {
+                tracing::info!(model, "socket opened");
+                socket.run(ws).await;
+                tracing::info!("socket closed");
+            };
+            tracing::Instrument::instrument(run, span).await;
+            // why after the loop: the slot is the socket's place until it has closed.
+            drop(slot);
+        }))
 }

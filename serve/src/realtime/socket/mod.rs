@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use axum::extract::ws::{Message, WebSocket};
 use serde_json::{json, Map, Value};
 
+use crate::edges::socket_close::server_close;
 use crate::pool::fnv1a;
 use crate::{AppState, Entry};
 
@@ -86,7 +87,18 @@ impl Socket {
         }
     }
 
-    /// Serves the socket until the client closes it (or the server stops).
+    /// The conversation's id (`sess_...`), the `conversation_id` of its log lines.
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// The model id the socket serves.
+    pub fn model_id(&self) -> &str {
+        &self.entry.cfg.id
+    }
+
+    /// Serves the socket until the client closes it (or the server stops, drains, or finds it
+    /// idle: [`crate::edges::socket_close`]).
     pub async fn run(mut self, mut ws: WebSocket) {
         let hello = event("session.created", json!({"session": self.session_json()}));
         if send(&mut ws, vec![hello]).await.is_err() {
@@ -94,10 +106,15 @@ impl Socket {
         }
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         let mut server_stop = false;
+        let mut last_active = Instant::now();
+        let mut close = None;
         loop {
             let out = tokio::select! {
                 m = ws.recv() => match m {
-                    Some(Ok(Message::Text(t))) => self.on_text(t.as_str()),
+                    Some(Ok(Message::Text(t))) => {
+                        last_active = Instant::now();
+                        self.on_text(t.as_str())
+                    }
                     Some(Ok(Message::Binary(_))) => vec![EventError::invalid(
                         "invalid_event",
                         "binary messages are not events: send JSON text",
@@ -109,9 +126,23 @@ impl Socket {
                 a = self.turns.next_answer() => self.on_answer(a),
                 m = self.transcriber.next() => self.on_transcription(m),
                 _ = tick.tick() => {
+                    // why `is_finished`: a finished early turn's handle stays until a response
+                    // takes it, and must not hold the socket open. A running transcription
+                    // counts: its transcript must not be cut by an idle or drain close.
+                    let busy = self.response.is_some()
+                        || self.early.as_ref().is_some_and(|h| !h.is_finished())
+                        || self.respond_after.is_some()
+                        || self.transcriber.is_running();
+                    if busy {
+                        last_active = Instant::now();
+                    }
                     if self.state.stop.load(Ordering::Relaxed) {
                         // The server's shutdown deadline passed: stop the response, then close.
                         server_stop = true;
+                        break;
+                    }
+                    close = server_close(&self.state, last_active.elapsed(), busy);
+                    if close.is_some() {
                         break;
                     }
                     // why no event: the tick also lets a waiting transcription start below.
@@ -131,7 +162,11 @@ impl Socket {
                 .disconnects
                 .fetch_add(1, Ordering::Relaxed);
         }
-        let _ = ws.send(Message::Close(None)).await;
+        if let Some(c) = close {
+            tracing::info!(reason = ?c, "closing the socket");
+        }
+        let _ = ws.send(Message::Close(close.map(|c| c.frame()))).await;
+        crate::edges::socket_close::await_close_reply(&mut ws).await;
     }
 
     /// Starts the next waiting transcription when nothing else generates: no response runs or
