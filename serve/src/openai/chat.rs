@@ -26,8 +26,9 @@ use crate::tasks::{
 use crate::work::{Finished, Msg};
 use crate::AppState;
 
-use super::chat_body::{chat_conversation, chat_output, ChatBody, Question};
+use super::chat_body::{chat_conversation, chat_output, ChatBody, Conversation, Question};
 use super::collect::collect;
+use super::liquid::{self, Route};
 
 static IDS: AtomicU64 = AtomicU64::new(1);
 
@@ -47,9 +48,26 @@ pub async fn chat(
     let t0 = Instant::now();
     let b: ChatBody = parse_json(body)?;
     let (want_audio, audio_format) = chat_output(&b)?;
-    let entry = state.entry_for(b.model.as_deref(), "s2s")?;
-    let p = chat_job(&headers, &b, &context(&state, &entry))?;
-    let reply = Completion::new(entry.cfg.id.clone(), want_audio, audio_format);
+    let liquid = liquid::is_liquid(&b)?;
+    let (system, history, question) = chat_conversation(&b)?;
+    let route = match liquid {
+        true => liquid::route(system.as_deref())?,
+        false => Route::S2s,
+    };
+    let entry = match liquid {
+        true => liquid::entry(&state, b.model.as_deref(), route)?,
+        false => state.entry_for(b.model.as_deref(), "s2s")?,
+    };
+    let p = chat_job(
+        &headers,
+        &b,
+        (system, history, question),
+        route,
+        &context(&state, &entry),
+    )?;
+    // why: a transcription has no audio to send.
+    let want_audio = want_audio && route != Route::Asr;
+    let reply = Completion::new(entry.cfg.id.clone(), want_audio, audio_format, liquid);
     let permit = match b.stream == Some(true) {
         true => Some(state.stream_permit()?),
         false => None,
@@ -68,12 +86,24 @@ pub async fn chat(
     }
 }
 
-/// The engine's job for a chat body: the conversation's last user message as the question
-/// (spoken: the request's audio; typed: its text), the earlier turns as history (the reply
-/// artifact always returned, for the next turn), and the sampling options (`limit` as the
-/// server's `max_tokens`).
-fn chat_job(headers: &HeaderMap, b: &ChatBody, ctx: &RequestContext) -> Result<Prepared, ApiError> {
-    let (system, history, question) = chat_conversation(b)?;
+/// The engine's job for a chat body: for speech to speech, the conversation's last user
+/// message as the question (spoken: the request's audio; typed: its text), the earlier turns as
+/// history (the reply artifact always returned, for the next turn), and the sampling options
+/// (`limit` as the server's `max_tokens`); Liquid's ASR and TTS routes as their tasks.
+fn chat_job(
+    headers: &HeaderMap,
+    b: &ChatBody,
+    (system, history, question): Conversation,
+    route: Route,
+    ctx: &RequestContext,
+) -> Result<Prepared, ApiError> {
+    if route != Route::S2s {
+        let req = liquid::task_request(b, route, history.len(), question)?;
+        return Ok(Prepared {
+            job: req.resolve(ctx)?.job,
+            key: None,
+        });
+    }
     // why the first question's bytes (WAV or text): every turn of a conversation starts with
     // them, so its turns find the session that holds its prefill.
     let first = match (history.first(), &question) {
@@ -116,10 +146,12 @@ struct Completion {
     model: String,
     want_audio: bool,
     audio_format: String,
+    /// Liquid's dialect: streamed audio also as `audio_chunk` (float32).
+    liquid: bool,
 }
 
 impl Completion {
-    fn new(model: String, want_audio: bool, audio_format: String) -> Completion {
+    fn new(model: String, want_audio: bool, audio_format: String, liquid: bool) -> Completion {
         Completion {
             id: format!("chatcmpl-{}", IDS.fetch_add(1, Ordering::Relaxed)),
             audio_id: format!("audio-{}", IDS.fetch_add(1, Ordering::Relaxed)),
@@ -127,6 +159,7 @@ impl Completion {
             model,
             want_audio,
             audio_format,
+            liquid,
         }
     }
 
@@ -199,6 +232,7 @@ impl Completion {
     /// text piece and (when asked) per audio piece, the last chunk and `[DONE]`.
     fn chunks(self, state: Arc<AppState>) -> impl FnMut(Msg, &mut SseCtx) -> (Vec<u8>, bool) {
         let mut started = false;
+        let mut streamed_text = false;
         move |m, ctx| {
             let mut out = Vec::new();
             if !started {
@@ -208,19 +242,28 @@ impl Completion {
             }
             let done = match m {
                 Msg::Event(ReplyEvent::Text(t)) => {
+                    streamed_text = true;
                     out.extend(sse_frame(&self.chunk(json!({"content": t}), None)));
                     false
                 }
                 Msg::Event(ReplyEvent::Audio(s)) => {
                     if self.want_audio {
-                        let audio = json!({"audio": {"id": self.audio_id,
+                        let mut delta = json!({"audio": {"id": self.audio_id,
                             "data": b64(&pcm16(&s)), "sample_rate": 24_000}});
-                        out.extend(sse_frame(&self.chunk(audio, None)));
+                        if self.liquid {
+                            delta["audio_chunk"] = json!({"data": b64(&liquid::f32le(&s))});
+                        }
+                        out.extend(sse_frame(&self.chunk(delta, None)));
                     }
                     false
                 }
                 Msg::Done(Ok(o)) => {
                     record(&state, &o);
+                    // why: a transcription (Liquid's `Perform ASR.`) has its text only at the
+                    // end; a client reading `content` deltas must still get it.
+                    if !streamed_text && !o.text.is_empty() {
+                        out.extend(sse_frame(&self.chunk(json!({"content": o.text}), None)));
+                    }
                     out.extend(sse_frame(&self.last_chunk(&o, ctx.ttft)));
                     out.extend_from_slice(b"data: [DONE]\n\n");
                     true
@@ -241,6 +284,13 @@ impl Completion {
 pub(super) fn check(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<(), ApiError> {
     let b: ChatBody = parse_json(body)?;
     chat_output(&b)?;
-    chat_job(&HeaderMap::new(), &b, &test_context(limit))?;
+    let liquid = liquid::is_liquid(&b)?;
+    let conversation = chat_conversation(&b)?;
+    let route = match liquid {
+        true => liquid::route(conversation.0.as_deref())?,
+        false => Route::S2s,
+    };
+    let ctx = test_context(limit);
+    chat_job(&HeaderMap::new(), &b, conversation, route, &ctx)?;
     Ok(())
 }

@@ -46,6 +46,9 @@ pub(super) struct ChatBody {
     user: Option<String>,
     #[serde(default)]
     pub(super) busy_timeout_ms: Option<u64>,
+    /// Liquid's dialect ([`super::liquid`]): `true` (the only value taken here).
+    #[serde(default)]
+    pub(super) reset_context: Option<bool>,
 }
 
 #[derive(Debug, Deserialize)]

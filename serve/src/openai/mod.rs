@@ -8,10 +8,14 @@
 //! each earlier assistant message carries the reply artifact it was returned, in the extension
 //! field `lfm2_audio_reply` (`{"id","kind","payload","meta"}`, as in the task routes'
 //! `artifacts`), or is a text-only reply (its text).
+//!
+//! The chat route also speaks Liquid's dialect (`reset_context`, the task in the system prompt,
+//! float32 `audio_chunk`s), as LiveKit's `livekit-plugins-liquidai` sends it: see [`liquid`].
 
 mod chat;
 mod chat_body;
 mod collect;
+mod liquid;
 mod speech;
 mod speech_stream;
 mod transcriptions;
