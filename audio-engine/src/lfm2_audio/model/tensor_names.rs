@@ -12,6 +12,6 @@ pub const OUTPUT_NORM: &str = "token_embd_norm.weight";
 /// Name of the optional untied output head.
 pub const OUTPUT: &str = "output.weight";
 
-/// The mmproj tensor holding the F32 embedding table of generated audio codes
-/// ([`AudioCodeTable`](super::backbone::AudioCodeTable)).
+/// The mmproj tensor holding the F32 embedding table of generated audio codes (the backbone's
+/// `AudioCodeTable`).
 pub const AUDIO_CODE_TABLE: &str = "a.position_embd.weight";
