@@ -443,7 +443,6 @@ impl WeightStore {
     }
 }
 
-/// Decides where each tensor goes (see [`WeightStore::load`]).
 /// The bytes a buffer of type `buft` needs for `t` (ggml's `get_alloc_size`): its plain size
 /// for most types, more for layouts that store extra data per block (AMX keeps a compensation
 /// term per tile column, so a Q8_0 matrix needs more than its rows).
@@ -457,6 +456,7 @@ fn alloc_size(buft: BufferType, t: Tensor<'_>) -> usize {
     unsafe { sys::ggml_backend_buft_get_alloc_size(buft.0.as_ptr(), t.as_ptr()) }
 }
 
+/// Decides where each tensor goes (see [`WeightStore::load`]).
 fn plan(
     backend: &Backend,
     tensors: &[Tensor<'_>],
