@@ -210,7 +210,7 @@ pub fn vnni_q4_0_amx_calls() -> u64 {
 /// path, which these weights took before the kernel passed over AMX, 30 ms).
 pub fn vnni_q4_0_min_columns() -> usize {
     static MIN: OnceLock<usize> = OnceLock::new();
-    *MIN.get_or_init(|| match crate::ggml::cpu_features().contains(&"amx_int8") {
+    *MIN.get_or_init(|| match super::cpu::cpu_features().contains(&"amx_int8") {
         true => 1,
         false => 2,
     })
@@ -243,7 +243,7 @@ pub(crate) fn extra_buffer_for_matmul(
     let Some(dev) = cpu_device() else {
         return Ok(None);
     };
-    let ctx = super::Context::metadata_with_graph(3, 0)?;
+    let ctx = super::context::Context::metadata_with_graph(3, 0)?;
     let w = ctx.new_tensor(ty, &ne)?;
     let x = ctx.new_tensor(GgmlType::F32, &[ne[0], 512, ne[2], ne[3]])?;
     let op = ctx.mul_mat(w, x)?;
