@@ -6,6 +6,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use ggml_sys as sys;
 
+use super::buffer_type::{
+    buffer_type_name, cpu_device, cpu_extra_buffer_types, is_cpu_extra, BufferType,
+};
+use super::c_str::c_string;
 use super::dtype::GgmlType;
 use super::error::{ComputeStatus, GgmlError, Result};
 use super::graph::Graph;
@@ -58,15 +62,6 @@ pub struct DeviceInfo {
     pub memory_total: usize,
     /// PCI bus id or similar, if known.
     pub device_id: Option<String>,
-}
-
-fn c_string(p: *const std::ffi::c_char) -> Option<String> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: ggml returns NUL-terminated strings owned by the device, valid while it is
-    // registered (for the program's lifetime for built-in backends); we copy immediately.
-    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
 }
 
 fn device_info(dev: NonNull<sys::ggml_backend_device>) -> DeviceInfo {
@@ -143,27 +138,6 @@ impl Drop for RawBackend {
     }
 }
 
-/// A buffer type handle (`ggml_backend_buffer_type_t`).
-#[derive(Clone, Copy)]
-pub(crate) struct BufferType(pub(crate) NonNull<sys::ggml_backend_buffer_type>);
-
-// SAFETY: buffer types are immutable objects owned by their backend registry for the whole
-// program; ggml's buffer-type functions may be called from any thread.
-unsafe impl Send for BufferType {}
-// SAFETY: see `Send`; the handle is never used to mutate the buffer type.
-unsafe impl Sync for BufferType {}
-
-impl BufferType {
-    /// The bytes a buffer of this type needs for `t` (ggml's `get_alloc_size`): its plain size
-    /// for most types, more for layouts that store extra data per block (AMX keeps a
-    /// compensation term per tile column, so a Q8_0 matrix needs more than its rows).
-    pub(crate) fn alloc_size(self, t: super::Tensor<'_>) -> usize {
-        // SAFETY: the buffer type is live and `t` is a live tensor; the query reads its type
-        // and shape.
-        unsafe { sys::ggml_backend_buft_get_alloc_size(self.0.as_ptr(), t.as_ptr()) }
-    }
-}
-
 pub(crate) struct BackendInner {
     raw: Mutex<RawBackend>,
     name: String,
@@ -236,74 +210,10 @@ pub fn vnni_q4_0_amx_calls() -> u64 {
 /// path, which these weights took before the kernel passed over AMX, 30 ms).
 pub fn vnni_q4_0_min_columns() -> usize {
     static MIN: OnceLock<usize> = OnceLock::new();
-    *MIN.get_or_init(|| match crate::ggml::cpu_features().contains(&"amx_int8") {
+    *MIN.get_or_init(|| match super::cpu::cpu_features().contains(&"amx_int8") {
         true => 1,
         false => 2,
     })
-}
-
-/// The CPU device of ggml's registry.
-fn cpu_device() -> Option<NonNull<sys::ggml_backend_device>> {
-    log::ensure_installed();
-    // SAFETY: the registry is initialised on first use; the CPU device is always registered.
-    NonNull::new(unsafe { sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU) })
-}
-
-/// The CPU backend's extra buffer types (`CPU_REPACK`, and AMX or KleidiAI where built in), in
-/// ggml's order of preference, as `ggml_backend_dev_get_extra_bufts` reports them (llama.cpp's
-/// `make_cpu_buft_list`). Empty when the CPU device offers none.
-pub(crate) fn cpu_extra_buffer_types() -> &'static [BufferType] {
-    static BUFTS: OnceLock<Vec<BufferType>> = OnceLock::new();
-    BUFTS.get_or_init(|| {
-        let Some(dev) = cpu_device() else {
-            return Vec::new();
-        };
-        // SAFETY: `dev` is a registered device.
-        let Some(reg) = NonNull::new(unsafe { sys::ggml_backend_dev_backend_reg(dev.as_ptr()) })
-        else {
-            return Vec::new();
-        };
-        let name = c"ggml_backend_dev_get_extra_bufts";
-        // SAFETY: `reg` is a live registry entry and `name` is NUL-terminated.
-        let p = unsafe { sys::ggml_backend_reg_get_proc_address(reg.as_ptr(), name.as_ptr()) };
-        if p.is_null() {
-            return Vec::new();
-        }
-        type GetExtraBufts =
-            unsafe extern "C" fn(sys::ggml_backend_dev_t) -> *mut sys::ggml_backend_buffer_type_t;
-        // SAFETY: ggml documents this proc address as a `ggml_backend_dev_get_extra_bufts_t`,
-        // i.e. `ggml_backend_buffer_type_t * (*)(ggml_backend_dev_t)`.
-        let get = unsafe { std::mem::transmute::<*mut c_void, GetExtraBufts>(p) };
-        // SAFETY: `dev` is the CPU device the function belongs to; it returns a static,
-        // null-terminated array (or null).
-        let mut list = unsafe { get(dev.as_ptr()) };
-        let mut out = Vec::new();
-        while !list.is_null() {
-            // SAFETY: `list` points into the null-terminated array, not past its terminator.
-            let Some(buft) = NonNull::new(unsafe { *list }) else {
-                break;
-            };
-            out.push(BufferType(buft));
-            // SAFETY: the current entry is not the terminator, so the next one exists.
-            list = unsafe { list.add(1) };
-        }
-        out
-    })
-}
-
-/// Whether `buft` is one of the CPU's extra buffer types (weights in it are laid out for that
-/// type's kernels, not as plain ggml rows).
-pub(crate) fn is_cpu_extra(buft: *mut sys::ggml_backend_buffer_type) -> bool {
-    !buft.is_null()
-        && cpu_extra_buffer_types()
-            .iter()
-            .any(|b| b.0.as_ptr() == buft)
-}
-
-/// The name of buffer type `buft`.
-pub(crate) fn buffer_type_name(buft: BufferType) -> String {
-    // SAFETY: buffer types are static objects of their registry; the name is a static string.
-    c_string(unsafe { sys::ggml_backend_buft_name(buft.0.as_ptr()) }).unwrap_or_default()
 }
 
 /// ggml's name of its AMX buffer type (`ggml-cpu/amx/amx.cpp`).
@@ -333,7 +243,7 @@ pub(crate) fn extra_buffer_for_matmul(
     let Some(dev) = cpu_device() else {
         return Ok(None);
     };
-    let ctx = super::Context::metadata_with_graph(3, 0)?;
+    let ctx = super::context::Context::metadata_with_graph(3, 0)?;
     let w = ctx.new_tensor(ty, &ne)?;
     let x = ctx.new_tensor(GgmlType::F32, &[ne[0], 512, ne[2], ne[3]])?;
     let op = ctx.mul_mat(w, x)?;
@@ -770,7 +680,7 @@ impl Backend {
             // writing into other contexts' memory (caches, weights) need the registry.
             let own = |p: *mut sys::ggml_tensor| p.is_null() || ctx.owns_ptr(p);
             let foreign = !own(t.as_ptr()) || !own(hdr.view_src);
-            if !aliases && foreign && super::weights::is_read_only(t.as_ptr()) {
+            if !aliases && foreign && super::read_only::is_read_only(t.as_ptr()) {
                 return Err(GgmlError::ReadOnly { tensor: t.name() });
             }
             if self.inner.is_cpu && !cpu_extra_buffer_types().is_empty() {
@@ -799,7 +709,7 @@ impl Backend {
         }
         // why: last, once per graph: weights used in place read their file's pages, and a file
         // truncated since it was mapped would kill the process with SIGBUS inside the compute.
-        super::buffer::check_mapped_files(&buffers)
+        super::mapped_buffers::check_mapped_files(&buffers)
     }
 }
 

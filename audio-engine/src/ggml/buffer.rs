@@ -17,45 +17,22 @@
 use std::alloc::Layout;
 use std::ffi::CStr;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use ggml_sys as sys;
 
-use super::backend::{Backend, BufferType};
+use super::backend::Backend;
+use super::buffer_type::{self, BufferType};
 use super::context::{pad, Context, Retained};
 use super::error::{GgmlError, Result};
 use super::graph::Graph;
+use super::mapped_buffers;
 use super::mapped_file::MappedFile;
 use super::sched::Scheduler;
 use super::tensor::Tensor;
 
 /// Alignment ggml's CPU buffers need (`TENSOR_ALIGNMENT`).
 pub const HOST_ALIGNMENT: usize = 32;
-
-/// The file mappings that hold tensors in place, by the address of the live ggml buffer over
-/// each ([`BackendBuffer::from_mapped_file`]), so that a compute can check the files its
-/// tensors live in ([`check_mapped_files`]).
-static MAPPED: RwLock<Vec<(usize, Arc<MappedFile>)>> = RwLock::new(Vec::new());
-
-/// Fails with [`GgmlError::FileChanged`] if one of `buffers` lies over a file mapping whose file
-/// has shrunk since it was mapped (reading it would raise `SIGBUS`). One `fstat` per such
-/// buffer; nothing when no tensor lives in a mapping.
-pub(crate) fn check_mapped_files(buffers: &[*mut sys::ggml_backend_buffer]) -> Result<()> {
-    let mapped = MAPPED.read().unwrap_or_else(|e| e.into_inner());
-    for (addr, map) in mapped.iter() {
-        if !buffers.iter().any(|&b| b as usize == *addr) {
-            continue;
-        }
-        map.check_unchanged().map_err(|e| GgmlError::FileChanged {
-            file: map.path().map_or_else(
-                || "<unnamed mapping>".to_owned(),
-                |p| p.display().to_string(),
-            ),
-            detail: e.to_string(),
-        })?;
-    }
-    Ok(())
-}
 
 /// Host memory that a [`BackendBuffer`] can take ownership of.
 ///
@@ -186,7 +163,7 @@ pub(crate) struct BufferInner {
     _memory: Option<Box<dyn Owned>>,
     /// Keeps the backend (and thus its device context) alive while the buffer exists.
     _backend: Option<Backend>,
-    /// Whether the buffer lies over a file mapping registered in [`MAPPED`].
+    /// Whether the buffer lies over a file mapping registered in [`mapped_buffers`].
     mapped: bool,
 }
 
@@ -204,8 +181,7 @@ impl Drop for BufferInner {
             // why: unregister before the buffer is freed, so a later buffer at the same address
             // is not checked against this file.
             let addr = self.raw.as_ptr() as usize;
-            let mut mapped = MAPPED.write().unwrap_or_else(|e| e.into_inner());
-            mapped.retain(|(a, _)| *a != addr);
+            mapped_buffers::unregister(addr);
         }
         // SAFETY: the buffer is freed once, after every context holding tensors in it (they
         // retain this `Arc`) is gone; the host memory it wraps is dropped afterwards.
@@ -241,7 +217,7 @@ impl BackendBuffer {
     }
 
     /// [`BackendBuffer::from_raw`], registering the buffer as lying over `mapped` (see
-    /// [`MAPPED`]) when given.
+    /// [`mapped_buffers`]) when given.
     fn from_raw_inner(
         raw: *mut sys::ggml_backend_buffer,
         base_offset: usize,
@@ -253,10 +229,7 @@ impl BackendBuffer {
         let raw = NonNull::new(raw).ok_or_else(|| GgmlError::alloc(what.to_owned()))?;
         let is_mapped = mapped.is_some();
         if let Some(map) = mapped {
-            MAPPED
-                .write()
-                .unwrap_or_else(|e| e.into_inner())
-                .push((raw.as_ptr() as usize, map));
+            mapped_buffers::register(raw.as_ptr() as usize, map);
         }
         Ok(BackendBuffer {
             inner: Arc::new(BufferInner {
@@ -337,10 +310,7 @@ impl BackendBuffer {
             0,
             None,
             Some(backend.clone()),
-            &format!(
-                "{size}-byte {} buffer",
-                super::backend::buffer_type_name(buft)
-            ),
+            &format!("{size}-byte {} buffer", buffer_type::buffer_type_name(buft)),
         )
     }
 
@@ -506,9 +476,7 @@ impl BackendBuffer {
         status: sys::ggml_status,
     ) -> Result<()> {
         // The tensor points into the buffer whatever the status: retain it first.
-        ctx.retain(Retained::Buffer {
-            _buffer: self.inner.clone(),
-        });
+        ctx.retain(Retained::Shared(self.inner.clone()));
         if status != sys::GGML_STATUS_SUCCESS {
             return Err(GgmlError::alloc(format!(
                 "initialising tensor {:?}",
@@ -576,9 +544,7 @@ impl Context {
         }
         let buffer =
             BackendBuffer::from_raw(raw, 0, None, Some(backend.clone()), "context tensors")?;
-        self.retain(Retained::Buffer {
-            _buffer: buffer.inner.clone(),
-        });
+        self.retain(Retained::Shared(buffer.inner.clone()));
         Ok(buffer)
     }
 }
@@ -798,7 +764,7 @@ impl GraphAllocator {
         state.leases += 1;
         drop(state);
         graph.context().retain(Retained::Lease {
-            _lease: AllocatorLease(inner.clone()),
+            _lease: Box::new(AllocatorLease(inner.clone())),
         });
         Ok(())
     }

@@ -8,6 +8,7 @@
 //! This layer measures each new object first and returns [`GgmlError::ContextFull`] instead.
 
 use std::alloc::Layout;
+use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
 use std::ffi::CString;
@@ -19,6 +20,7 @@ use ggml_sys as sys;
 use super::dtype::GgmlType;
 use super::error::{GgmlError, Result};
 use super::log;
+// why: a context and its tensors import each other on purpose (see `tensor.rs`).
 use super::tensor::Tensor;
 
 /// Alignment of the pools we hand to ggml (ggml needs 16; 64 keeps SIMD loads on cache lines).
@@ -126,27 +128,29 @@ impl Drop for RawContext {
 }
 
 /// Something a context keeps alive because its tensors point into it.
+///
+/// why erased: the context sits below the buffers, schedulers and weight stores whose memory its
+/// tensors use; naming their types here tied all of them into one import circle. The context
+/// only keeps them and drops them (in the order retained) when it drops.
 pub(crate) enum Retained {
-    /// A backend buffer holding tensor data.
-    Buffer {
-        /// Dropped with the context.
-        _buffer: Arc<super::buffer::BufferInner>,
-    },
-    /// A lease on a graph allocator's compute buffer.
+    /// Memory shared by `Arc` (a backend buffer's, a weight store's): retained once per
+    /// context, however often it is handed in.
+    Shared(Arc<dyn Any + Send + Sync>),
+    /// A lease on compute memory (a graph allocator's, a scheduler's), released when dropped.
     Lease {
         /// Dropped with the context, which releases the lease.
-        _lease: super::buffer::AllocatorLease,
+        _lease: Box<dyn Any + Send>,
     },
-    /// A lease on a backend scheduler's compute buffers.
-    SchedLease {
-        /// Dropped with the context, which releases the lease.
-        _lease: super::sched::SchedLease,
-    },
-    /// A weight store whose tensors the context's graphs use.
-    Store {
-        /// Dropped with the context.
-        _store: Arc<super::weights::StoreInner>,
-    },
+}
+
+impl Retained {
+    /// Whether this is `item` itself (the same allocation).
+    pub(crate) fn is_shared<T: ?Sized>(&self, item: &Arc<T>) -> bool {
+        match self {
+            Retained::Shared(s) => std::ptr::addr_eq(Arc::as_ptr(s), Arc::as_ptr(item)),
+            Retained::Lease { .. } => false,
+        }
+    }
 }
 
 /// A ggml context: the arena that owns tensor metadata, graphs and (optionally) tensor data.
@@ -336,14 +340,8 @@ impl Context {
 
     pub(crate) fn retain(&self, item: Retained) {
         let mut retained = self.retained.borrow_mut();
-        if let Retained::Buffer { _buffer: new } = &item {
-            let known = retained.iter().any(|r| match r {
-                Retained::Buffer { _buffer: b } => Arc::ptr_eq(b, new),
-                Retained::Lease { .. } | Retained::SchedLease { .. } | Retained::Store { .. } => {
-                    false
-                }
-            });
-            if known {
+        if let Retained::Shared(new) = &item {
+            if retained.iter().any(|r| r.is_shared(new)) {
                 return;
             }
         }

@@ -1,5 +1,6 @@
 //! Which device a model runs on: a typed spec parsed from `cpu`, `vulkan:N`, `cuda:N` or
-//! `metal`, and [`Backend::for_device`], which opens it or says why it cannot.
+//! `metal`, and its errors. [`Backend::for_device`](super::Backend::for_device) (in
+//! `device_open.rs`) opens one or says why it cannot.
 //!
 //! A device is looked up in ggml's backend registry by its registry's name (`CPU`, `Vulkan`,
 //! `CUDA`, `MTL`) and its index among that registry's devices, so `vulkan:1` is the second
@@ -8,9 +9,6 @@
 use std::ffi::CStr;
 use std::fmt;
 use std::str::FromStr;
-
-use super::backend::{devices_of_registry, Backend};
-use super::error::Result;
 
 /// A compute device, as a user names it (`cpu`, `vulkan:0`, `cuda:1`, `metal`).
 ///
@@ -62,7 +60,7 @@ impl Device {
     }
 
     /// The name of the ggml backend registry that holds the device.
-    fn registry_name(self) -> &'static CStr {
+    pub(super) fn registry_name(self) -> &'static CStr {
         match self {
             Device::Cpu => c"CPU",
             Device::Vulkan(_) => c"Vulkan",
@@ -73,7 +71,7 @@ impl Device {
     }
 
     /// The device's index within its registry.
-    fn index(self) -> usize {
+    pub(super) fn index(self) -> usize {
         match self {
             Device::Vulkan(i) | Device::Cuda(i) => i,
             Device::Cpu | Device::Metal => 0,
@@ -135,7 +133,7 @@ impl FromStr for Device {
     }
 }
 
-/// Why [`Backend::for_device`] cannot open a device.
+/// Why [`Backend::for_device`](super::Backend::for_device) cannot open a device.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DeviceError {
@@ -178,47 +176,6 @@ fn list(found: &[String]) -> String {
     }
 }
 
-impl Backend {
-    /// A backend on `device`: the CPU backend, or the device's GPU backend.
-    ///
-    /// Fails with [`DeviceError::NotCompiledIn`] (naming the device and the feature) when the
-    /// build lacks its backend, [`DeviceError::NotFound`] (listing the backend's devices) when
-    /// the index is out of range, and [`DeviceError::InitFailed`] when ggml cannot start it.
-    ///
-    /// ggml's Vulkan backend skips CPU-type devices (Mesa's lavapipe) unless the environment
-    /// variable `GGML_VK_VISIBLE_DEVICES` lists them (e.g. `GGML_VK_VISIBLE_DEVICES=0`), read once
-    /// when the registry starts.
-    pub fn for_device(device: &Device) -> Result<Backend> {
-        let device = *device;
-        if device == Device::Cpu {
-            return Backend::cpu();
-        }
-        let Some(feature) = device.feature().filter(|_| !device.is_compiled_in()) else {
-            return open_registered(device);
-        };
-        Err(DeviceError::NotCompiledIn { device, feature }.into())
-    }
-}
-
-fn open_registered(device: Device) -> Result<Backend> {
-    let devs = devices_of_registry(device.registry_name());
-    let Some(&(dev, _)) = devs.get(device.index()) else {
-        let hint = if matches!(device, Device::Vulkan(_)) && devs.is_empty() {
-            " (ggml's Vulkan backend skips CPU-type devices such as lavapipe unless \
-             GGML_VK_VISIBLE_DEVICES lists them)"
-        } else {
-            ""
-        };
-        return Err(DeviceError::NotFound {
-            device,
-            found: devs.into_iter().map(|(_, label)| label).collect(),
-            hint,
-        }
-        .into());
-    };
-    Backend::from_device(dev).map_err(|_| DeviceError::InitFailed { device }.into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,61 +216,6 @@ mod tests {
             let msg = e.to_string();
             assert!(msg.contains(why), "{s}: {msg}");
             assert!(msg.contains("vulkan:N"), "{msg}");
-        }
-    }
-
-    #[test]
-    fn cpu_opens_the_cpu_backend() {
-        let b = Backend::for_device(&Device::Cpu).unwrap();
-        assert!(b.is_cpu());
-    }
-
-    #[test]
-    fn a_device_whose_feature_is_missing_is_named_in_the_error() {
-        for d in [Device::Vulkan(0), Device::Cuda(0), Device::Metal] {
-            if d.is_compiled_in() {
-                continue;
-            }
-            let e = Backend::for_device(&d).unwrap_err();
-            let feature = d.feature().unwrap();
-            assert_eq!(
-                e,
-                DeviceError::NotCompiledIn { device: d, feature }.into(),
-                "{d}"
-            );
-            let msg = e.to_string();
-            assert!(
-                msg.starts_with(&format!("{d}: this build has no ")),
-                "{msg}"
-            );
-            assert!(msg.contains(&format!("(feature `{feature}`)")), "{msg}");
-        }
-        if !cfg!(feature = "vulkan") {
-            let e = Backend::for_device(&Device::Vulkan(0)).unwrap_err();
-            assert_eq!(
-                e.to_string(),
-                "vulkan:0: this build has no Vulkan backend (feature `vulkan`)"
-            );
-        }
-    }
-
-    #[test]
-    fn an_index_out_of_range_lists_the_devices_found() {
-        // Only a compiled-in backend gets as far as the index; with none, this test has no
-        // device kind to try.
-        for d in [Device::Vulkan(1000), Device::Cuda(1000)] {
-            if !d.is_compiled_in() {
-                continue;
-            }
-            let e = Backend::for_device(&d).unwrap_err();
-            let msg = e.to_string();
-            assert!(msg.starts_with(&format!("{d}: no such device; ")), "{msg}");
-            match e {
-                super::super::GgmlError::Device(DeviceError::NotFound { device, .. }) => {
-                    assert_eq!(device, d)
-                }
-                other => panic!("{other:?}"),
-            }
         }
     }
 

@@ -6,9 +6,12 @@
 
 pub mod backend;
 pub mod buffer;
+mod buffer_type;
+mod c_str;
 pub mod context;
 pub mod cpu;
 pub mod device;
+mod device_open;
 pub mod dtype;
 pub mod error;
 pub mod gguf;
@@ -19,9 +22,11 @@ pub mod llama;
 #[cfg(all(feature = "llm", feature = "testkit"))]
 pub mod llama_vocab;
 pub mod log;
+mod mapped_buffers;
 pub mod mapped_file;
 pub mod ops;
 pub mod quant;
+mod read_only;
 pub mod sched;
 pub mod tensor;
 pub mod thread_budget;

@@ -18,7 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use ggml_sys as sys;
 
-use super::backend::{check_indices, is_cpu_extra, Backend};
+use super::backend::{check_indices, Backend};
+use super::buffer_type::is_cpu_extra;
 use super::context::Retained;
 use super::error::{ComputeStatus, GgmlError, Result};
 use super::graph::Graph;
@@ -378,7 +379,7 @@ impl Scheduler {
                 }
             }
             let alias = is_alias_op(hdr.op);
-            if !alias && super::weights::is_read_only(t.as_ptr()) {
+            if !alias && super::read_only::is_read_only(t.as_ptr()) {
                 return Err(GgmlError::ReadOnly { tensor: t.name() });
             }
             if alias && buft.is_none() {
@@ -471,8 +472,8 @@ impl Scheduler {
         state.graph = graph.as_ptr();
         state.sources = sources;
         drop(state);
-        graph.context().retain(Retained::SchedLease {
-            _lease: SchedLease(self.inner.clone()),
+        graph.context().retain(Retained::Lease {
+            _lease: Box::new(SchedLease(self.inner.clone())),
         });
         Ok(())
     }
@@ -616,7 +617,7 @@ impl Scheduler {
                 _ => {}
             }
         }
-        super::buffer::check_mapped_files(&buffers)?;
+        super::mapped_buffers::check_mapped_files(&buffers)?;
         // why: the backends' streams are shared with their other handles; holding their locks
         // (device first, then CPU, the one order every scheduler takes them in) keeps their
         // other users out while the scheduler drives them.

@@ -7,6 +7,9 @@ use std::ptr::NonNull;
 
 use ggml_sys as sys;
 
+// why this file and `context.rs` import each other (the one import circle kept in `ggml`): a
+// context makes its tensors and a `Tensor<'a>` borrows its context for `'a`, so the two are one
+// unit, kept in two files for size.
 use super::context::Context;
 use super::dtype::GgmlType;
 use super::error::{GgmlError, Result};
@@ -109,7 +112,7 @@ impl<'ctx> Tensor<'ctx> {
     /// Sets the tensor's name. Names are at most 63 bytes and contain no NUL. A shared
     /// weight's name cannot be changed ([`GgmlError::ReadOnly`]).
     pub fn set_name(self, name: &str) -> Result<()> {
-        if super::weights::is_store_tensor(self.as_ptr()) {
+        if super::read_only::is_store_tensor(self.as_ptr()) {
             return Err(GgmlError::ReadOnly {
                 tensor: self.name(),
             });
@@ -181,7 +184,7 @@ impl<'ctx> Tensor<'ctx> {
     /// Marks the tensor as a graph input: graph allocators place it where nothing else overlaps.
     /// Does nothing to a shared weight (it has its memory already, and is never written).
     pub fn set_input(self) {
-        if super::weights::is_store_tensor(self.as_ptr()) {
+        if super::read_only::is_store_tensor(self.as_ptr()) {
             return;
         }
         // SAFETY: the tensor is live and not shared with other threads (its context's thread
@@ -192,7 +195,7 @@ impl<'ctx> Tensor<'ctx> {
     /// Marks the tensor as a graph output: graph allocators never reuse its memory. Does nothing
     /// to a shared weight (it has its memory already, and is never written).
     pub fn set_output(self) {
-        if super::weights::is_store_tensor(self.as_ptr()) {
+        if super::read_only::is_store_tensor(self.as_ptr()) {
             return;
         }
         // SAFETY: as in `set_input`.
@@ -238,7 +241,7 @@ impl<'ctx> Tensor<'ctx> {
         }
         // SAFETY: `root_buffer` is the live buffer holding the tensor's data.
         let buft = unsafe { sys::ggml_backend_buffer_get_type(root_buffer) };
-        if super::backend::is_cpu_extra(buft) {
+        if super::buffer_type::is_cpu_extra(buft) {
             // why: an extra buffer type's bytes are laid out for its kernels, and it has no
             // `get_tensor` (ggml would call a null function); weights in it are never written.
             return Err(GgmlError::IncompatibleTensor {
@@ -267,7 +270,7 @@ impl<'ctx> Tensor<'ctx> {
     /// Offsets address the tensor's byte span (`nbytes`); for a non-contiguous view that span
     /// includes the bytes between its elements.
     pub fn set_bytes(self, offset: usize, bytes: &[u8]) -> Result<()> {
-        if super::weights::is_read_only(self.as_ptr()) {
+        if super::read_only::is_read_only(self.as_ptr()) {
             return Err(GgmlError::ReadOnly {
                 tensor: self.name(),
             });

@@ -55,16 +55,18 @@
 use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use ggml_sys as sys;
 
-use super::backend::{Backend, BufferType};
+use super::backend::{self, Backend};
 use super::buffer::{BackendBuffer, HOST_ALIGNMENT};
+use super::buffer_type::{self, BufferType};
 use super::context::{pad, Context, Retained};
 use super::dtype::GgmlType;
 use super::error::{GgmlError, Result};
 use super::mapped_file::MappedFile;
+use super::read_only;
 use super::tensor::Tensor;
 
 /// Name lookups in all stores so far (see [`name_lookups`]).
@@ -75,34 +77,6 @@ static LOOKUPS: AtomicU64 = AtomicU64::new(0);
 /// load; tests check that running a model adds no lookups.
 pub fn name_lookups() -> u64 {
     LOOKUPS.load(Ordering::Relaxed)
-}
-
-/// Address ranges of the pools holding store tensors' structs (one per live store).
-static READ_ONLY: RwLock<Vec<(usize, usize)>> = RwLock::new(Vec::new());
-
-/// Whether `p` points at a tensor of a live [`WeightStore`].
-fn in_store(p: *const sys::ggml_tensor) -> bool {
-    let a = p as usize;
-    let ranges = READ_ONLY.read().unwrap_or_else(|e| e.into_inner());
-    ranges.iter().any(|&(start, end)| a >= start && a < end)
-}
-
-/// Whether the data of tensor `t` (its own, or its view source's) belongs to a weight store:
-/// nothing may write it.
-pub(crate) fn is_read_only(t: *mut sys::ggml_tensor) -> bool {
-    let Some(t) = NonNull::new(t) else {
-        return false;
-    };
-    // SAFETY: callers pass tensors that are live (a handle's tensor or a graph member); reading
-    // the `view_src` field races with nothing, as a tensor's own struct is only written by the
-    // thread that owns its context.
-    let src = unsafe { (*t.as_ptr()).view_src };
-    in_store(t.as_ptr()) || (!src.is_null() && in_store(src))
-}
-
-/// Whether the struct of tensor `t` itself belongs to a weight store.
-pub(crate) fn is_store_tensor(t: *const sys::ggml_tensor) -> bool {
-    in_store(t)
 }
 
 /// One tensor to create in a [`WeightStore`].
@@ -187,7 +161,7 @@ pub(crate) struct StoreInner {
     has_data: bool,
     size_bytes: usize,
     placement: Placement,
-    /// Address range of `ctx`'s pool, registered in [`READ_ONLY`] while the store lives.
+    /// Address range of `ctx`'s pool, registered in [`read_only`] while the store lives.
     range: (usize, usize),
     index: HashMap<String, NonNull<sys::ggml_tensor>>,
 }
@@ -205,10 +179,7 @@ impl Drop for StoreInner {
     fn drop(&mut self) {
         // why: unregister before the pool is freed, so a later allocation at the same address is
         // not mistaken for a weight.
-        let mut ranges = READ_ONLY.write().unwrap_or_else(|e| e.into_inner());
-        if let Some(i) = ranges.iter().position(|&r| r == self.range) {
-            ranges.swap_remove(i);
-        }
+        read_only::unregister(self.range);
     }
 }
 
@@ -327,7 +298,7 @@ impl WeightStore {
                     .collect();
                 let size = members
                     .iter()
-                    .map(|&i| pad(buft.alloc_size(tensors[i]), align.max(1)))
+                    .map(|&i| pad(alloc_size(buft, tensors[i]), align.max(1)))
                     .sum::<usize>();
                 let buffer = BackendBuffer::of_type(buft, size, backend)?;
                 for &i in &members {
@@ -411,10 +382,7 @@ impl WeightStore {
         }
         drop(tensors);
         let range = ctx.pool_range();
-        READ_ONLY
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(range);
+        read_only::register(range);
         Ok(WeightStore {
             inner: Arc::new(StoreInner {
                 _ctx: ctx,
@@ -475,6 +443,19 @@ impl WeightStore {
     }
 }
 
+/// The bytes a buffer of type `buft` needs for `t` (ggml's `get_alloc_size`): its plain size
+/// for most types, more for layouts that store extra data per block (AMX keeps a compensation
+/// term per tile column, so a Q8_0 matrix needs more than its rows).
+///
+/// why here, not a method in `buffer_type.rs`: the weight planner alone asks, and a buffer type
+/// that named [`Tensor`] would tie its file and the tensor's (which asks about buffer types)
+/// into a circle.
+fn alloc_size(buft: BufferType, t: Tensor<'_>) -> usize {
+    // SAFETY: the buffer type is live and `t` is a live tensor; the query reads its type and
+    // shape.
+    unsafe { sys::ggml_backend_buft_get_alloc_size(buft.0.as_ptr(), t.as_ptr()) }
+}
+
 /// Decides where each tensor goes (see [`WeightStore::load`]).
 fn plan(
     backend: &Backend,
@@ -488,9 +469,7 @@ fn plan(
     for ((t, s), d) in tensors.iter().zip(specs).zip(data) {
         // why CPU only: repacked rows are the CPU kernels' layout, which no device reads.
         if backend.is_cpu() && backend.weight_repack() && (options.may_repack)(s.name) {
-            if let Some(buft) =
-                super::backend::extra_buffer_for_matmul(s.ty, t.ne(), column_kernel)?
-            {
+            if let Some(buft) = backend::extra_buffer_for_matmul(s.ty, t.ne(), column_kernel)? {
                 places.push(Place::Repack(buft));
                 continue;
             }
@@ -585,7 +564,7 @@ impl Param {
         }
         // SAFETY: the store keeps the tensor's buffer alive.
         let buft = unsafe { sys::ggml_backend_buffer_get_type(buffer) };
-        super::backend::is_cpu_extra(buft)
+        buffer_type::is_cpu_extra(buft)
     }
 
     /// Whether `self` and `other` are the same tensor.
@@ -599,10 +578,8 @@ impl Context {
     /// from then on.
     pub fn param(&self, p: &Param) -> Tensor<'_> {
         self.retain_with(
-            |r| matches!(r, Retained::Store { _store: s } if Arc::ptr_eq(s, &p.store)),
-            || Retained::Store {
-                _store: p.store.clone(),
-            },
+            |r| r.is_shared(&p.store),
+            || Retained::Shared(p.store.clone()),
         );
         // SAFETY: the tensor lives in the store's pool and (with data) buffer, which this context
         // now retains, so it is valid for the borrow of `self`; it is never written (module docs).

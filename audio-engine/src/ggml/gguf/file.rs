@@ -8,93 +8,10 @@ use std::sync::Arc;
 use super::error::{GgufError, GgufErrorKind, Result};
 use super::metadata::GgufMetadata;
 use super::reader;
+use super::tensor_info::TensorInfo;
 use super::value::{FromGgufValue, GgufArray, GgufValue};
-use crate::ggml::dtype::{self, GgmlType};
+use crate::ggml::dtype;
 use crate::ggml::mapped_file::MappedFile;
-
-/// Where a tensor's data lives and how to interpret it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TensorInfo {
-    name: String,
-    n_dims: usize,
-    ne: [u64; 4],
-    ggml_type: GgmlType,
-    offset: u64,
-    file_offset: u64,
-    n_bytes: usize,
-}
-
-impl TensorInfo {
-    pub(crate) fn new(
-        name: String,
-        n_dims: usize,
-        ne: [u64; 4],
-        ggml_type: GgmlType,
-        offset: u64,
-        n_bytes: usize,
-    ) -> Self {
-        TensorInfo {
-            name,
-            n_dims,
-            ne,
-            ggml_type,
-            offset,
-            file_offset: 0,
-            n_bytes,
-        }
-    }
-
-    pub(crate) fn set_file_offset(&mut self, file_offset: u64) {
-        self.file_offset = file_offset;
-    }
-
-    /// The tensor's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The element type.
-    pub fn ggml_type(&self) -> GgmlType {
-        self.ggml_type
-    }
-
-    /// The shape as stored, in ggml order (`shape()[0]` varies fastest); its
-    /// length is the stored dimension count (0 to 4).
-    pub fn shape(&self) -> &[u64] {
-        &self.ne[..self.n_dims]
-    }
-
-    /// The stored dimension count.
-    pub fn n_dims(&self) -> usize {
-        self.n_dims
-    }
-
-    /// The shape padded with 1s to ggml's four dimensions, as `ggml_new_tensor`
-    /// takes it. Every entry fits `i64` (the reader checks).
-    pub fn ne(&self) -> [i64; 4] {
-        self.ne.map(|n| n as i64)
-    }
-
-    /// Number of elements.
-    pub fn n_elements(&self) -> u64 {
-        self.ne.iter().product()
-    }
-
-    /// Size of the data in bytes.
-    pub fn n_bytes(&self) -> usize {
-        self.n_bytes
-    }
-
-    /// Offset of the data relative to the start of the data section, as stored.
-    pub fn offset(&self) -> u64 {
-        self.offset
-    }
-
-    /// Absolute offset of the data in the file.
-    pub fn file_offset(&self) -> u64 {
-        self.file_offset
-    }
-}
 
 enum Storage {
     /// Shared with weight stores that use tensors in place (see [`GgufFile::mapping`]).
@@ -265,9 +182,9 @@ impl GgufFile {
     /// give no alignment guarantee. An info from another file whose range does
     /// not fit this file yields an empty slice.
     pub fn tensor_data(&self, info: &TensorInfo) -> &[u8] {
-        let start = info.file_offset as usize;
+        let start = info.file_offset() as usize;
         self.as_bytes()
-            .get(start..start.saturating_add(info.n_bytes))
+            .get(start..start.saturating_add(info.n_bytes()))
             .unwrap_or_default()
     }
 
@@ -275,14 +192,17 @@ impl GgufFile {
     pub fn tensor_to_f32(&self, info: &TensorInfo) -> Result<Vec<f32>> {
         let to_err = |cause| {
             self.err(GgufErrorKind::TensorDtype {
-                tensor: info.name.clone(),
+                tensor: info.name().to_owned(),
                 cause,
             })
         };
-        let n = usize::try_from(info.n_elements())
-            .map_err(|_| to_err(dtype::DtypeError::SizeOverflow { ty: info.ggml_type }))?;
+        let n = usize::try_from(info.n_elements()).map_err(|_| {
+            to_err(dtype::DtypeError::SizeOverflow {
+                ty: info.ggml_type(),
+            })
+        })?;
         let mut out = vec![0.0f32; n];
-        dtype::dequantize(info.ggml_type, self.tensor_data(info), &mut out).map_err(to_err)?;
+        dtype::dequantize(info.ggml_type(), self.tensor_data(info), &mut out).map_err(to_err)?;
         Ok(out)
     }
 

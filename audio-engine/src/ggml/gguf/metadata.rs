@@ -3,9 +3,8 @@
 use std::collections::HashMap;
 
 use super::error::{GgufErrorKind, Result};
-use super::reader::MAX_ARRAY_NESTING;
+use super::format::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT, MAX_ARRAY_NESTING};
 use super::value::{FromGgufValue, GgufArray, GgufValue, GgufValueType};
-use super::{DEFAULT_ALIGNMENT, KEY_ALIGNMENT};
 
 /// GGUF metadata: key/value pairs in file order with lookup by key.
 ///

@@ -58,24 +58,17 @@ macro_rules! typed_getters {
 
 mod error;
 mod file;
+mod format;
 mod metadata;
 mod reader;
+mod tensor_info;
 mod value;
 mod writer;
 
 pub use error::{GgufError, GgufErrorKind, Result};
-pub use file::{GgufFile, TensorInfo};
+pub use file::GgufFile;
+pub use format::{DEFAULT_ALIGNMENT, GGUF_MAGIC, GGUF_VERSION, KEY_ALIGNMENT, MAX_ARRAY_NESTING};
 pub use metadata::GgufMetadata;
+pub use tensor_info::TensorInfo;
 pub use value::{FromGgufValue, GgufArray, GgufValue, GgufValueType};
 pub use writer::{GgufWriter, TensorData, TensorWriteFn, MAX_TENSOR_NAME_LEN};
-
-/// The four bytes every GGUF file starts with.
-pub const GGUF_MAGIC: &[u8; 4] = b"GGUF";
-/// The version [`GgufWriter`] writes.
-pub const GGUF_VERSION: u32 = 3;
-/// Data alignment when `general.alignment` is absent.
-pub const DEFAULT_ALIGNMENT: u64 = 32;
-/// The metadata key that overrides the data alignment (a `u32`).
-pub const KEY_ALIGNMENT: &str = "general.alignment";
-/// Deepest array nesting the reader accepts and the writer produces.
-pub const MAX_ARRAY_NESTING: usize = reader::MAX_ARRAY_NESTING;

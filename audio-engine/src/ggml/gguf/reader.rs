@@ -7,14 +7,11 @@
 use std::collections::HashMap;
 
 use super::error::{GgufErrorKind, Result};
-use super::file::TensorInfo;
+use super::format::{GGUF_MAGIC, MAX_ARRAY_NESTING};
 use super::metadata::GgufMetadata;
+use super::tensor_info::TensorInfo;
 use super::value::{GgufArray, GgufValue, GgufValueType};
-use super::GGUF_MAGIC;
 use crate::ggml::dtype::{DtypeError, GgmlType};
-
-/// Deepest array-of-array nesting accepted; bounds recursion on hostile input.
-pub(crate) const MAX_ARRAY_NESTING: usize = 16;
 
 /// Upper bound on capacity reserved from a stored count. Larger collections grow
 /// as elements are actually parsed, so memory stays proportional to real data.

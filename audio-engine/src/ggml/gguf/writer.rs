@@ -6,9 +6,9 @@ use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::error::{GgufErrorKind, Result};
+use super::format::{GGUF_MAGIC, GGUF_VERSION, KEY_ALIGNMENT};
 use super::metadata::GgufMetadata;
 use super::value::{GgufArray, GgufValue};
-use super::{GGUF_MAGIC, GGUF_VERSION, KEY_ALIGNMENT};
 use crate::ggml::dtype::GgmlType;
 
 /// ggml's `GGML_MAX_NAME` includes the terminating NUL.

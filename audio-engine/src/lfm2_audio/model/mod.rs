@@ -18,5 +18,6 @@ pub mod load_error;
 pub mod nn;
 pub mod package;
 pub mod sampling;
+pub mod tensor_names;
 pub mod ticks;
 pub mod weights;

@@ -19,6 +19,7 @@ use crate::ggml::weights::{LoadOptions, TensorSpec};
 use crate::ggml::{quant, Backend, GgmlType, Param, WeightStore};
 
 use super::load_error::{LoadError, Result};
+use super::tensor_names::{AUDIO_CODE_TABLE, TOKEN_EMBD};
 
 /// The tensors of one GGUF file, loaded for a backend ([`WeightFile::load_filtered`]).
 pub struct WeightFile {
@@ -78,8 +79,8 @@ pub fn describe(gguf: &GgufFile) -> Result<WeightStore> {
 /// these files is only ever a matrix product's weight (`Backend::compute` refuses any other use
 /// of a repacked one, so a name missing here is a typed error, never a wrong result).
 pub fn is_row_table(name: &str) -> bool {
-    name == super::backbone::config::TOKEN_EMBD
-        || name == super::backbone::AUDIO_CODE_TABLE
+    name == TOKEN_EMBD
+        || name == AUDIO_CODE_TABLE
         || name.ends_with(".embedding.weight")
         || name.contains("embd")
 }

@@ -5,9 +5,11 @@
 use crate::ggml::{Backend, GraphAllocator};
 
 use super::cache::DecodeCache;
+use super::error::BackboneError;
 use super::graph::{self, Chunk, Compute};
 use super::inputs::{check_cache, gather};
-use super::{Backbone, BackboneError, ForwardOutput, Position, Rows};
+use super::model::Backbone;
+use super::types::{ForwardOutput, Position, Rows};
 
 type R<T> = Result<T, BackboneError>;
 

@@ -26,7 +26,7 @@ use crate::ggml::lazy_memory::{resident_bytes, LazyZeroed};
 use crate::ggml::{Backend, BackendBuffer, Context, GgmlType, GraphAllocator, Tensor};
 
 use super::config::{LayerKind, Lfm2Config};
-use super::BackboneError;
+use super::error::BackboneError;
 
 /// Bytes of one F32 value.
 const F32: usize = std::mem::size_of::<f32>();

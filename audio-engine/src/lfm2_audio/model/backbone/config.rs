@@ -14,7 +14,11 @@ use crate::ggml::gguf::{GgufFile, GgufValue};
 
 use super::super::gguf_keys as K;
 pub use super::super::load_error::{LoadError, Result};
+pub use super::super::tensor_names::{OUTPUT, TOKEN_EMBD};
+// why: only the tests (feature `testkit`) read the final norm's name through this path.
 use super::super::nn::{Attention, Linear, QkvProjection, RmsNorm, ShortConv, SwiGlu};
+#[cfg_attr(not(feature = "testkit"), allow(unused_imports))]
+pub use super::super::tensor_names::OUTPUT_NORM;
 use super::super::weights::{describe, display_path, open_gguf, Role, VarBuilder};
 use crate::ggml::{Param, RopeMode, RopeParams};
 
@@ -296,14 +300,6 @@ impl Lfm2Config {
             .collect()
     }
 }
-
-/// Name of the token embedding (also the tied output head when `output.weight` is absent).
-pub const TOKEN_EMBD: &str = "token_embd.weight";
-/// Name of the final RMSNorm (llama.cpp's converter stores LFM2's final norm under this name).
-#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
-pub const OUTPUT_NORM: &str = "token_embd_norm.weight";
-/// Name of the optional untied output head.
-pub const OUTPUT: &str = "output.weight";
 
 /// What one backbone layer mixes tokens with, bound from `blk.N.*`.
 #[derive(Debug, Clone)]

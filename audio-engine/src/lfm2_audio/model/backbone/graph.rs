@@ -21,10 +21,12 @@ use crate::ggml::{Backend, Context, GgmlType, GraphAllocator, Tensor};
 use super::super::nn::{columns, input, side_by_side, AttentionInputs, KvRows};
 use super::cache::{DecodeCache, LayerSlot};
 use super::config::Mixer;
+use super::error::BackboneError;
 use super::inputs::{
     check_cache, embed, gather, set_embed_inputs, set_sequence_inputs, EmbedInputs, SequenceInputs,
 };
-use super::{Backbone, BackboneError, ForwardOutput, Position, Rows};
+use super::model::Backbone;
+use super::types::{ForwardOutput, Position, Rows};
 
 /// Nodes one graph may hold besides its sequences' own: ~40 per layer plus the embedding and
 /// head.

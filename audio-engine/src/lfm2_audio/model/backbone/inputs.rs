@@ -7,7 +7,9 @@ use crate::ggml::{Context, GgmlType, Tensor};
 use super::super::nn::input;
 use super::cache::{DecodeCache, LayerSlot};
 use super::config::LayerKind;
-use super::{Backbone, BackboneError, Position};
+use super::error::BackboneError;
+use super::model::Backbone;
+use super::types::Position;
 
 type R<T> = Result<T, BackboneError>;
 

@@ -24,7 +24,10 @@ use crate::ggml::Backend;
 
 use super::super::ticks::{Intent, Ticks};
 use super::batch::{BatchCompute, Step};
-use super::{Backbone, BackboneError, DecodeCache, ForwardOutput, Position};
+use super::cache::DecodeCache;
+use super::error::BackboneError;
+use super::model::Backbone;
+use super::types::{ForwardOutput, Position};
 
 pub use super::super::ticks::TickStats;
 
