@@ -88,6 +88,10 @@ pub use tasks::tts::{TtsOptions, UnknownVoice, Voice};
 /// checks of options and artifacts.
 pub use session::conversation;
 
+/// LFM2's tool format, for front ends that offer tools: the tool list in the system turn, the
+/// calls read from a reply's text.
+pub use text::tools;
+
 /// Model packages from the Hugging Face Hub and its shared cache (feature `hub`).
 #[cfg(feature = "hub")]
 pub use model::hub;
