@@ -719,13 +719,13 @@ static void case_errors(const char * damaged, const char * empty_dir) {
     CHECK(strcmp(lang, "en") == 0);
     EXPECT(audiocpp_model_language(m, 1, &lang), AUDIOCPP_ERR_OUT_OF_RANGE, "language index 1");
     EXPECT(audiocpp_model_language(m, 0, NULL), AUDIOCPP_ERR_INVALID_ARGUMENT, "out_language");
-    CHECK(audiocpp_model_option_count(m, AUDIOCPP_OPTION_SCOPE_REQUEST) == 11);
+    CHECK(audiocpp_model_option_count(m, AUDIOCPP_OPTION_SCOPE_REQUEST) == 12);
     CHECK(audiocpp_model_option_count(m, AUDIOCPP_OPTION_SCOPE_SESSION) == 7);
     CHECK(audiocpp_model_option_count(m, AUDIOCPP_OPTION_SCOPE_LOAD) == 0);
     CHECK(audiocpp_model_option_count(m, (audiocpp_option_scope) 9) == 0);
     CHECK(audiocpp_model_option_count(NULL, AUDIOCPP_OPTION_SCOPE_REQUEST) == 0);
     int found = 0;
-    for (size_t i = 0; i < 11; i++) {
+    for (size_t i = 0; i < 12; i++) {
         const char *name, *value, *desc, *def, *min, *max;
         int required = 7;
         EXPECT(audiocpp_model_option(m, AUDIOCPP_OPTION_SCOPE_REQUEST, i, &name, &value, &desc,
@@ -745,8 +745,12 @@ static void case_errors(const char * damaged, const char * empty_dir) {
             CHECK(strcmp(value, "auto|vad|fixed|none") == 0 && strcmp(min, "") == 0);
             found |= 4;
         }
+        if (strcmp(name, "text_temperature") == 0) {
+            CHECK(strcmp(value, "FLOAT") == 0 && strcmp(min, "0") == 0);
+            found |= 8;
+        }
     }
-    CHECK(found == 7);
+    CHECK(found == 15);
     const char * sname = NULL;
     const char * sdef = NULL;
     EXPECT(audiocpp_model_option(m, AUDIOCPP_OPTION_SCOPE_SESSION, 0, &sname, NULL, NULL, &sdef,

@@ -10,7 +10,7 @@
 //! `artifacts`), or is a text-only reply (its text).
 //!
 //! The chat route also speaks Liquid's dialect (`reset_context`, the task in the system prompt,
-//! float32 `audio_chunk`s), as LiveKit's `livekit-plugins-liquidai` sends it: see [`liquid`].
+//! float32 `audio_chunk`s), as LiveKit's `livekit-plugins-liquidai` sends it (`liquid.rs`).
 
 mod chat;
 mod chat_body;
