@@ -133,6 +133,28 @@ impl Transcriber {
         self.running = None;
     }
 
+    /// Forgets the question `item_id` (the client deleted it): it no longer waits, and a run
+    /// of it stops (dropping the run raises its stop flag), so no event names a deleted item.
+    pub fn forget(&mut self, item_id: &str) {
+        self.queue.retain(|w| w.item_id != item_id);
+        if self
+            .running
+            .as_ref()
+            .is_some_and(|r| r.waiting.item_id == item_id)
+        {
+            self.running = None;
+        }
+    }
+
+    /// Whether `item_id` waits for its transcription or has one running.
+    pub fn holds(&self, item_id: &str) -> bool {
+        self.queue.iter().any(|w| w.item_id == item_id)
+            || self
+                .running
+                .as_ref()
+                .is_some_and(|r| r.waiting.item_id == item_id)
+    }
+
     /// Whether a transcription runs now.
     pub fn is_running(&self) -> bool {
         self.running.is_some()
@@ -311,5 +333,23 @@ fn spawn(state: &Arc<AppState>, entry: &Entry, key: u64, job: Job, waiting: Wait
         stop,
         rx,
         task: Some(task),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deleted_question_no_longer_waits() {
+        let mut t = Transcriber::default();
+        t.enqueue("item_a".into());
+        t.enqueue("item_b".into());
+        assert!(t.holds("item_a") && t.holds("item_b"));
+        t.forget("item_a");
+        assert!(!t.holds("item_a"));
+        assert!(t.holds("item_b"));
+        t.forget("item_unknown");
+        assert!(t.holds("item_b"));
     }
 }

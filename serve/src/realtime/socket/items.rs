@@ -245,6 +245,8 @@ impl Socket {
     pub(super) fn item_delete(&mut self, o: &Map<String, Value>) -> Result<Out, EventError> {
         let id = self.idle_item(o)?.to_owned();
         self.conv.delete(&id)?;
+        // why: a transcription of a deleted question would name an item the client dropped.
+        self.transcriber.forget(&id);
         Ok(vec![event(
             "conversation.item.deleted",
             json!({"item_id": id}),
