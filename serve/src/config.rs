@@ -76,6 +76,10 @@ pub struct Cli {
     /// Longest audio input, seconds.
     #[arg(long, env = "SERVE_MAX_AUDIO_SECONDS")]
     pub max_audio_seconds: Option<f64>,
+    /// Most bytes one Realtime socket's conversation may hold (its questions' audio, texts and
+    /// reply artifacts); an item past it is refused with an `error` event.
+    #[arg(long, env = "SERVE_MAX_CONVERSATION_BYTES")]
+    pub max_conversation_bytes: Option<usize>,
     /// Largest `max_tokens` a request may ask for.
     #[arg(long, env = "SERVE_MAX_TOKENS")]
     pub max_tokens: Option<usize>,
@@ -184,6 +188,7 @@ pub struct FileConfig {
     pub max_queue: Option<usize>,
     pub max_request_body_bytes: Option<usize>,
     pub max_audio_seconds: Option<f64>,
+    pub max_conversation_bytes: Option<usize>,
     pub max_tokens: Option<usize>,
     pub max_streams: Option<usize>,
     pub cors_origins: Vec<String>,
@@ -260,6 +265,8 @@ pub struct Settings {
     pub max_queue: usize,
     pub max_body_bytes: usize,
     pub max_audio_seconds: f64,
+    /// `--max-conversation-bytes`: the bound on one Realtime socket's conversation.
+    pub max_conversation_bytes: usize,
     pub max_tokens: usize,
     pub max_streams: usize,
     pub cors_origins: Vec<String>,
@@ -314,6 +321,7 @@ impl Default for Settings {
             max_queue: 64,
             max_body_bytes: 64 << 20,
             max_audio_seconds: 60.0,
+            max_conversation_bytes: 64 << 20,
             max_tokens: 4096,
             max_streams: 64,
             cors_origins: Vec::new(),
@@ -423,6 +431,10 @@ impl Settings {
                 .max_audio_seconds
                 .or(file.max_audio_seconds)
                 .unwrap_or(d.max_audio_seconds),
+            max_conversation_bytes: cli
+                .max_conversation_bytes
+                .or(file.max_conversation_bytes)
+                .unwrap_or(d.max_conversation_bytes),
             max_tokens: cli.max_tokens.or(file.max_tokens).unwrap_or(d.max_tokens),
             max_streams: cli
                 .max_streams
@@ -491,6 +503,7 @@ mod tests {
         ("--max-queue", "7"),
         ("--max-body-bytes", "1000"),
         ("--max-audio-seconds", "12.5"),
+        ("--max-conversation-bytes", "123456"),
         ("--max-tokens", "99"),
         ("--max-streams", "6"),
         ("--cors-origin", "https://a.example,https://b.example"),

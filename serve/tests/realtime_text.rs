@@ -504,3 +504,35 @@ async fn transcription_turned_off_before_it_starts_sends_nothing() {
     );
     srv.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_past_its_byte_bound_is_refused_and_the_socket_goes_on() {
+    let mut s = settings();
+    s.max_conversation_bytes = 100;
+    let srv = server_with(s).await;
+    let mut ws = connect(&srv, "").await;
+    create(&mut ws, user_text("u1", &"a".repeat(60)), None).await;
+    let second = user_text("u2", &"b".repeat(60));
+    expect_error(
+        &mut ws,
+        json!({"type": "conversation.item.create", "event_id": "e1", "item": second}),
+        "conversation_too_large",
+    )
+    .await;
+    // A spoken question past the bound is not committed either.
+    send(
+        &mut ws,
+        json!({"type": "input_audio_buffer.append", "audio": b64(&pcm_bytes(&silence(300)))}),
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "input_audio_buffer.commit", "event_id": "e2"}),
+        "conversation_too_large",
+    )
+    .await;
+    // Deleting the older item makes room again.
+    delete(&mut ws, "u1").await;
+    create(&mut ws, second, None).await;
+    srv.shutdown().await.unwrap();
+}

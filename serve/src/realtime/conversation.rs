@@ -63,6 +63,25 @@ pub struct Item {
 }
 
 impl Item {
+    /// The bytes it holds: a question's WAV or text, a reply's artifact and transcript (what
+    /// [`Conversation::room_for`] counts).
+    pub fn bytes(&self) -> usize {
+        match &self.body {
+            Body::User {
+                wav, transcript, ..
+            } => wav.len() + transcript.as_ref().map_or(0, String::len),
+            Body::UserText { text } => text.len(),
+            Body::Assistant {
+                artifact,
+                transcript,
+                ..
+            } => {
+                artifact.as_ref().map_or(0, |a| a.payload.len())
+                    + transcript.iter().map(String::len).sum::<usize>()
+            }
+        }
+    }
+
     /// The item as the API shows it (no audio bytes: a client has them already).
     pub fn json(&self) -> Value {
         match &self.body {
@@ -139,6 +158,24 @@ fn not_found(id: &str) -> EventError {
 }
 
 impl Conversation {
+    /// Refuses an item of `extra` bytes when the conversation would then hold more than `max`
+    /// (the server's `--max-conversation-bytes`): one socket's memory stays bounded, and the
+    /// client is told to delete older items.
+    pub fn room_for(&self, extra: usize, max: usize) -> Result<(), EventError> {
+        let held: usize = self.items.iter().map(Item::bytes).sum();
+        if held.saturating_add(extra) > max {
+            return Err(EventError::invalid(
+                "conversation_too_large",
+                format!(
+                    "the conversation holds {held} bytes and this item {extra}: over the \
+                     server's limit of {max} bytes (--max-conversation-bytes); delete older \
+                     items (conversation.item.delete)"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The last item's id (`previous_item_id` of the next).
     pub fn last_id(&self) -> Option<String> {
         self.items.last().map(|i| i.id.clone())

@@ -86,7 +86,14 @@ impl Socket {
                 if ms_of(samples.len() as u64, self.input.rate()) < MIN_COMMIT_MS {
                     return out;
                 }
-                out.extend(self.commit_samples(item_id, &samples));
+                match self.commit_samples(item_id, &samples) {
+                    Ok(events) => out.extend(events),
+                    // why no response: the turn was not committed.
+                    Err(e) => {
+                        out.push(e.event(None));
+                        return out;
+                    }
+                }
                 if create_response {
                     if self.response.is_some() {
                         // why: a barge-in cancelled it (or, without interrupt_response, it
@@ -164,11 +171,16 @@ impl Socket {
             .map_or_else(|| ids::fresh("item"), |(id, _)| id);
         let samples = self.input.take_all();
         self.turns.reset(self.received_ms());
-        Ok(self.commit_samples(item_id, &samples))
+        self.commit_samples(item_id, &samples)
     }
 
-    /// A question from `samples`: the `committed` event and its item's.
-    pub(super) fn commit_samples(&mut self, item_id: String, samples: &[i16]) -> Out {
+    /// A question from `samples`: the `committed` event and its item's; refused (the audio
+    /// dropped) when the conversation has no room for it.
+    pub(super) fn commit_samples(
+        &mut self,
+        item_id: String,
+        samples: &[i16],
+    ) -> Result<Out, EventError> {
         let rate = self.input.rate();
         let item = Item {
             id: item_id.clone(),
@@ -179,6 +191,8 @@ impl Socket {
                 transcript: None,
             },
         };
+        self.conv
+            .room_for(item.bytes(), self.state.settings.max_conversation_bytes)?;
         let json = item.json();
         let prev = self.conv.push(item);
         if self.config.transcription.is_some() {
@@ -190,6 +204,6 @@ impl Socket {
             json!({"previous_item_id": prev, "item_id": item_id}),
         )];
         out.extend(self.names.item_events(&json, prev.as_deref(), true));
-        out
+        Ok(out)
     }
 }

@@ -35,6 +35,8 @@ impl Socket {
             )
             .at("item.id"));
         }
+        self.conv
+            .room_for(it.bytes(), self.state.settings.max_conversation_bytes)?;
         let json = it.json();
         let spoken = matches!(it.body, Body::User { .. });
         let prev = self.conv.insert(it, &place)?;
