@@ -316,7 +316,6 @@ async fn models_say_which_quantization_is_loaded() {
 
 /// The serve binary with `args` and `env`, its stderr piped; its base URL.
 fn spawn_logged(args: &[&str], env: &[(&str, &str)]) -> (Kill, String) {
-    use std::io::BufRead as _;
     model(); // makes sure the demo package exists
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_serve"));
     cmd.arg("--model")
@@ -330,15 +329,7 @@ fn spawn_logged(args: &[&str], env: &[(&str, &str)]) -> (Kill, String) {
         cmd.env(k, v);
     }
     let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("serve: listening on ")
-        .unwrap_or_else(|| panic!("serve printed {line:?}"))
-        .to_owned();
+    let base = listening(&mut child);
     (Kill(child), base)
 }
 

@@ -139,6 +139,26 @@ async fn served(client: &reqwest::Client, base: &str) -> Option<u64> {
     Some(metric_sum(&text, "serve_requests_total{route=\"/v1/tasks/stream\"") as u64)
 }
 
+/// Stream requests each replica has answered.
+async fn served_all(
+    client: &reqwest::Client,
+    replicas: &[(Option<Kill>, String)],
+) -> [Option<u64>; 2] {
+    [
+        served(client, &replicas[0].1).await,
+        served(client, &replicas[1].1).await,
+    ]
+}
+
+/// The one replica whose count grew from `before` to `after` (turn `i`, for the message).
+fn served_by(i: usize, before: [Option<u64>; 2], after: [Option<u64>; 2]) -> usize {
+    let hit: Vec<usize> = (0..2)
+        .filter(|&k| matches!((before[k], after[k]), (Some(x), Some(y)) if y > x))
+        .collect();
+    assert_eq!(hit.len(), 1, "turn {i}: {before:?} -> {after:?}");
+    hit[0]
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nginx_routes_a_conversation_to_its_replica_and_fails_over() {
     let Some(nginx) = installed("nginx") else {
@@ -162,20 +182,9 @@ async fn nginx_routes_a_conversation_to_its_replica_and_fails_over() {
             let k = on.expect("a replica served the conversation");
             drop(replicas[k].0.take());
         }
-        let before = [
-            served(&client, &replicas[0].1).await,
-            served(&client, &replicas[1].1).await,
-        ];
+        let before = served_all(&client, &replicas).await;
         let r = turn(&client, &front, i, &history).await;
-        let after = [
-            served(&client, &replicas[0].1).await,
-            served(&client, &replicas[1].1).await,
-        ];
-        let hit: Vec<usize> = (0..2)
-            .filter(|&k| matches!((before[k], after[k]), (Some(x), Some(y)) if y > x))
-            .collect();
-        assert_eq!(hit.len(), 1, "turn {i}: {before:?} -> {after:?}");
-        let k = hit[0];
+        let k = served_by(i, before, served_all(&client, &replicas).await);
         let resumed = r["lfm2_audio"]["resumed_prefill_positions"]
             .as_u64()
             .unwrap();
@@ -323,21 +332,10 @@ async fn sigterm_drains_a_replica_mid_turn_and_the_conversation_goes_on_unchange
     let mut on = None;
     let mut drained = None;
     for (i, want) in reference.iter().enumerate() {
-        let before = [
-            served(&client, &replicas[0].1).await,
-            served(&client, &replicas[1].1).await,
-        ];
+        let before = served_all(&client, &replicas).await;
         let resp = start_turn(&client, &front, i, &history).await;
         // The answer's head is counted once the stream starts.
-        let now = [
-            served(&client, &replicas[0].1).await,
-            served(&client, &replicas[1].1).await,
-        ];
-        let hit: Vec<usize> = (0..2)
-            .filter(|&k| matches!((before[k], now[k]), (Some(x), Some(y)) if y > x))
-            .collect();
-        assert_eq!(hit.len(), 1, "turn {i}: {before:?} -> {now:?}");
-        let k = hit[0];
+        let k = served_by(i, before, served_all(&client, &replicas).await);
         if i == KILL_BEFORE {
             // SIGTERM the replica while this turn streams from it.
             assert_eq!(Some(k), on, "turn {i} changed replica before the drain");

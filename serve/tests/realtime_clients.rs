@@ -191,6 +191,16 @@ async fn run_client(py: &str, script: &str, args: Vec<String>, dir: &std::path::
     report
 }
 
+/// The server event types a client script saw, in order (its report's `raw`).
+fn raw_kinds(report: &Value) -> Vec<&str> {
+    report["raw"]
+        .as_array()
+        .expect("the report lists the raw events")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
 /// A finished reply's status: completed, or stopped at the step limit exactly as OpenAI says
 /// it (`incomplete`, reason `max_output_tokens`).
 fn assert_finished(done: &Value) {
@@ -249,12 +259,7 @@ async fn the_agents_sdk_at_its_defaults_answers_a_spoken_question_with_speech() 
         session["instructions"], "You are a helpful voice assistant.",
         "{session}"
     );
-    let raw: Vec<&str> = report["raw"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let raw = raw_kinds(&report);
     for kind in [
         "input_audio_buffer.speech_started",
         "input_audio_buffer.speech_stopped",
@@ -310,12 +315,7 @@ async fn the_agents_sdk_send_message_is_answered_with_speech() {
     )
     .await;
     assert_eq!(report["errors"], serde_json::json!([]), "{report}");
-    let raw: Vec<&str> = report["raw"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let raw = raw_kinds(&report);
     assert!(!raw.contains(&"error"), "{raw:?}");
     for kind in [
         "conversation.item.added",
@@ -355,12 +355,7 @@ async fn the_agents_sdk_interrupt_cancels_and_truncates_the_reply_and_the_next_t
     )
     .await;
     assert_eq!(report["errors"], serde_json::json!([]), "{report}");
-    let raw: Vec<&str> = report["raw"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .collect();
+    let raw = raw_kinds(&report);
     assert!(!raw.contains(&"error"), "{raw:?}");
     // At its defaults the SDK's interrupt() sends only the truncate (the session has
     // interrupt_response): the reply is cancelled by it, then cut where the client stopped.

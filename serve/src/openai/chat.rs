@@ -48,15 +48,12 @@ pub async fn chat(
     let t0 = Instant::now();
     let b: ChatBody = parse_json(body)?;
     let (want_audio, audio_format) = chat_output(&b)?;
-    let liquid = liquid::is_liquid(&b)?;
     let (system, history, question) = chat_conversation(&b)?;
-    let route = match liquid {
-        true => liquid::route(system.as_deref())?,
-        false => Route::S2s,
-    };
-    let entry = match liquid {
-        true => liquid::entry(&state, b.model.as_deref(), route)?,
-        false => state.entry_for(b.model.as_deref(), "s2s")?,
+    let (liquid, route) = liquid::dialect(&b, system.as_deref())?;
+    let entry = if liquid {
+        liquid::entry(&state, b.model.as_deref(), route)?
+    } else {
+        state.entry_for(b.model.as_deref(), "s2s")?
     };
     let p = chat_job(
         &headers,
@@ -284,12 +281,8 @@ impl Completion {
 pub(super) fn check(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<(), ApiError> {
     let b: ChatBody = parse_json(body)?;
     chat_output(&b)?;
-    let liquid = liquid::is_liquid(&b)?;
     let conversation = chat_conversation(&b)?;
-    let route = match liquid {
-        true => liquid::route(conversation.0.as_deref())?,
-        false => Route::S2s,
-    };
+    let (_, route) = liquid::dialect(&b, conversation.0.as_deref())?;
     let ctx = test_context(limit);
     chat_job(&HeaderMap::new(), &b, conversation, route, &ctx)?;
     Ok(())

@@ -44,12 +44,13 @@ impl Route {
     }
 }
 
-/// Whether `b` is in Liquid's dialect (it carries `reset_context`); `reset_context: false` is
-/// refused, since this server keeps no context between requests.
-pub(super) fn is_liquid(b: &ChatBody) -> Result<bool, ApiError> {
+/// Whether `b` is in Liquid's dialect (it carries `reset_context`), and what it asks for: its
+/// task from the system prompt in that dialect, speech to speech otherwise.
+/// `reset_context: false` is refused, since this server keeps no context between requests.
+pub(super) fn dialect(b: &ChatBody, system: Option<&str>) -> Result<(bool, Route), ApiError> {
     match b.reset_context {
-        None => Ok(false),
-        Some(true) => Ok(true),
+        None => Ok((false, Route::S2s)),
+        Some(true) => Ok((true, route(system)?)),
         Some(false) => Err(ApiError::invalid(
             "reset_context: false asks the server to continue a context it kept; this server \
              keeps none (the client carries the conversation): send every message with \
@@ -59,7 +60,7 @@ pub(super) fn is_liquid(b: &ChatBody) -> Result<bool, ApiError> {
 }
 
 /// The route of a Liquid-dialect body from its system prompt (`None`: speech to speech).
-pub(super) fn route(system: Option<&str>) -> Result<Route, ApiError> {
+fn route(system: Option<&str>) -> Result<Route, ApiError> {
     let Some(s) = system.map(str::trim) else {
         return Ok(Route::S2s);
     };

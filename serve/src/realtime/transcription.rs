@@ -147,7 +147,8 @@ impl Transcriber {
     }
 
     /// Whether `item_id` waits for its transcription or has one running.
-    pub fn holds(&self, item_id: &str) -> bool {
+    #[cfg(test)]
+    fn holds(&self, item_id: &str) -> bool {
         self.queue.iter().any(|w| w.item_id == item_id)
             || self
                 .running

@@ -355,16 +355,20 @@ pub fn spawn_serve(args: &[&str]) -> (Kill, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
+    let base = listening(&mut child);
+    (Kill(child), base)
+}
+
+/// Waits for a spawned serve's "listening" line on its piped stdout; returns its base URL.
+pub fn listening(child: &mut Child) -> String {
     let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
+    std::io::BufReader::new(child.stdout.take().expect("serve's stdout is piped"))
         .read_line(&mut line)
         .unwrap();
-    let base = line
-        .trim()
+    line.trim()
         .strip_prefix("serve: listening on ")
         .unwrap_or_else(|| panic!("serve printed {line:?}"))
-        .to_owned();
-    (Kill(child), base)
+        .to_owned()
 }
 
 /// The repository's README.

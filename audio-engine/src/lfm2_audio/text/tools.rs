@@ -15,8 +15,6 @@
 //! arguments. The special tokens are the checkpoint's own (LFM2's vocabulary, ids 8-13), so
 //! the prompt builders' special-token parsing turns the markers into single tokens.
 
-use std::fmt;
-
 use serde_json::{Map, Number, Value};
 
 /// Opens the tool list in the system turn.
@@ -88,21 +86,14 @@ pub struct ToolCall {
 }
 
 /// A call block the model wrote that is not a list of calls.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unreadable tool call `{text}`: {reason}")]
 pub struct ToolCallError {
     /// What was wrong.
     pub reason: String,
     /// The block's text.
     pub text: String,
 }
-
-impl fmt::Display for ToolCallError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unreadable tool call `{}`: {}", self.text, self.reason)
-    }
-}
-
-impl std::error::Error for ToolCallError {}
 
 /// Reads a call block's text (`[name(key=value, ...), ...]`) into calls. Values are Python
 /// literals as LFM2 writes them: strings (either quote), numbers, `True`/`False`/`None`, lists
