@@ -1,13 +1,14 @@
-//! Pull-based streaming over the engine's push-based runs: the run goes on a worker thread
-//! whose sink groups the reply's pieces into events and, after each event, waits until the
-//! caller asks for the next one. Generation therefore advances as the caller pulls (as in a
-//! pull-based API), and a stream finished early stops right after the last event it handed
-//! out.
+//! Pull-based streaming over the engine's push-based runs: the run goes on the engine's
+//! [`Worker`](audio_engine::lfm2_audio::worker::Worker) with an outlet ([`Paced`]) that groups
+//! the reply's pieces into events and, after each event, waits until the caller asks for the
+//! next one. Generation therefore advances as the caller pulls (as in a pull-based API), and a
+//! stream finished early stops right after the last event it handed out.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
-use std::thread::JoinHandle;
+
+use audio_engine::lfm2_audio::worker::{self, Outlet};
 
 use crate::engine::{Failure, FailureKind, Output, Piece};
 
@@ -88,17 +89,74 @@ pub enum Step<C> {
     End(End<C>),
 }
 
-/// A run on a worker thread, pulled event by event.
-pub struct Worker<C: Send + 'static> {
-    events: Receiver<Group>,
-    go: Sender<bool>,
-    stop: Arc<AtomicBool>,
-    handle: Option<JoinHandle<End<C>>>,
-    pulled: bool,
+/// What a job returns: the state it gives back and its output.
+type Ran<C> = (Option<C>, Result<Output, Failure>);
+
+type Job<C> = Box<dyn FnOnce(&mut dyn FnMut(Piece) -> bool) -> Ran<C> + Send>;
+
+/// What the outlet hands the reader.
+enum Delivery<C> {
+    Event(Group),
+    End(End<C>),
 }
 
-type Job<C> =
-    Box<dyn FnOnce(&mut dyn FnMut(Piece) -> bool) -> (Option<C>, Result<Output, Failure>) + Send>;
+/// The outlet: pieces grouped into events; after handing one out it waits for the reader's
+/// go (`true`: the next one; `false` or a reader gone: stop).
+struct Paced<C> {
+    grouper: Grouper,
+    tx: Sender<Delivery<C>>,
+    go: Receiver<bool>,
+    /// Raised by [`Worker::finish`]: the reader wants no more events.
+    stop: Arc<AtomicBool>,
+}
+
+impl<C: Send + 'static> Outlet<Piece, Ran<C>> for Paced<C> {
+    fn event(&mut self, piece: Piece) -> bool {
+        if self.stop.load(Ordering::SeqCst) {
+            return false;
+        }
+        let Some(group) = self.grouper.push(piece) else {
+            return true;
+        };
+        if self.tx.send(Delivery::Event(group)).is_err() {
+            return false;
+        }
+        self.go.recv() == Ok(true) && !self.stop.load(Ordering::SeqCst)
+    }
+
+    fn end(mut self, end: worker::End<Ran<C>>) {
+        let cancelled = end.cancelled;
+        let (state, output) = end.result.unwrap_or_else(|e| {
+            (
+                None,
+                Err(Failure {
+                    kind: FailureKind::Runtime,
+                    message: e.to_string(),
+                }),
+            )
+        });
+        // why only a whole run flushes: a stopped or failed one hands out nothing more.
+        if !cancelled && !self.stop.load(Ordering::SeqCst) && output.is_ok() {
+            if let Some(g) = self.grouper.flush() {
+                let _ = self.tx.send(Delivery::Event(g));
+            }
+        }
+        let _ = self.tx.send(Delivery::End(End {
+            state,
+            output,
+            cancelled,
+        }));
+    }
+}
+
+/// A run on the engine's worker, pulled event by event.
+pub struct Worker<C: Send + 'static> {
+    events: Receiver<Delivery<C>>,
+    go: Sender<bool>,
+    stop: Arc<AtomicBool>,
+    worker: Option<worker::Worker>,
+    pulled: bool,
+}
 
 impl<C: Send + 'static> Worker<C> {
     /// Starts `job` (which hands its pieces to the sink it is given) on a worker thread.
@@ -110,62 +168,26 @@ impl<C: Send + 'static> Worker<C> {
         cancel: Arc<AtomicBool>,
         job: Job<C>,
     ) -> Result<Worker<C>, Failure> {
-        let (tx, events) = channel::<Group>();
-        let (go, go_rx) = channel::<bool>();
+        let (tx, events) = channel();
+        let (go, go_rx) = channel();
         let stop = Arc::new(AtomicBool::new(false));
-        let stop_w = stop.clone();
-        let handle = std::thread::Builder::new()
-            .name("lfm2e-stream".into())
-            .spawn(move || {
-                let mut grouper = Grouper::new(per_event, with_text);
-                let mut cancelled = false;
-                let (state, output) = {
-                    let mut sink = |piece: Piece| -> bool {
-                        if stop_w.load(Ordering::SeqCst) {
-                            return false;
-                        }
-                        if cancel.load(Ordering::SeqCst) {
-                            cancelled = true;
-                            return false;
-                        }
-                        let Some(group) = grouper.push(piece) else {
-                            return true;
-                        };
-                        if tx.send(group).is_err() {
-                            return false;
-                        }
-                        // Wait until the caller asks for the next event (or stops).
-                        if go_rx.recv() != Ok(true) || stop_w.load(Ordering::SeqCst) {
-                            return false;
-                        }
-                        if cancel.load(Ordering::SeqCst) {
-                            cancelled = true;
-                            return false;
-                        }
-                        true
-                    };
-                    job(&mut sink)
-                };
-                if !cancelled && !stop_w.load(Ordering::SeqCst) && output.is_ok() {
-                    if let Some(g) = grouper.flush() {
-                        let _ = tx.send(g);
-                    }
-                }
-                End {
-                    state,
-                    output,
-                    cancelled,
-                }
-            })
-            .map_err(|e| Failure {
-                kind: FailureKind::Runtime,
-                message: format!("cannot start the stream's thread: {e}"),
-            })?;
+        let outlet = Paced {
+            grouper: Grouper::new(per_event, with_text),
+            tx,
+            go: go_rx,
+            stop: stop.clone(),
+        };
+        let worker =
+            worker::Worker::spawn("lfm2e-stream", cancel, outlet, move |sink, _| job(sink))
+                .map_err(|e| Failure {
+                    kind: FailureKind::Runtime,
+                    message: format!("cannot start the stream's thread: {e}"),
+                })?;
         Ok(Worker {
             events,
             go,
             stop,
-            handle: Some(handle),
+            worker: Some(worker),
             pulled: false,
         })
     }
@@ -178,37 +200,43 @@ impl<C: Send + 'static> Worker<C> {
         }
         self.pulled = true;
         match self.events.recv() {
-            Ok(g) => Step::Event(g),
-            Err(_) => Step::End(self.join()),
+            Ok(Delivery::Event(g)) => Step::Event(g),
+            Ok(Delivery::End(end)) => Step::End(self.join(Some(end))),
+            Err(_) => Step::End(self.join(None)),
         }
     }
 
     /// Stops the run where it is and returns how it ended.
     pub fn finish(mut self) -> End<C> {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = self.go.send(false);
-        self.join()
+        self.stop();
+        self.join(None)
     }
 
-    fn join(&mut self) -> End<C> {
-        let Some(handle) = self.handle.take() else {
-            return End {
-                state: None,
-                output: Err(Failure {
-                    kind: FailureKind::Runtime,
-                    message: "the stream already ended".into(),
-                }),
-                cancelled: false,
-            };
-        };
-        // why: events not pulled are dropped; the channel is unbounded, so the worker never
-        // waits on it.
-        while self.events.try_recv().is_ok() {}
-        handle.join().unwrap_or_else(|_| End {
+    fn stop(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.go.send(false);
+    }
+
+    /// Waits for the thread; `end` if it was read already, else read here (events not pulled
+    /// are dropped: the channel is unbounded, so the worker never waits on it).
+    fn join(&mut self, mut end: Option<End<C>>) -> End<C> {
+        while end.is_none() {
+            match self.events.recv() {
+                Ok(Delivery::End(e)) => end = Some(e),
+                Ok(Delivery::Event(_)) => {}
+                Err(_) => break,
+            }
+        }
+        // why `join`, not the handle's drop: that raises the cancel flag, which is the
+        // session's and would report a stop as a cancel.
+        if let Some(w) = self.worker.take() {
+            w.join();
+        }
+        end.unwrap_or_else(|| End {
             state: None,
             output: Err(Failure {
                 kind: FailureKind::Runtime,
-                message: "the generation thread panicked".into(),
+                message: "the stream already ended".into(),
             }),
             cancelled: false,
         })
@@ -217,10 +245,9 @@ impl<C: Send + 'static> Worker<C> {
 
 impl<C: Send + 'static> Drop for Worker<C> {
     fn drop(&mut self) {
-        if self.handle.is_some() {
-            self.stop.store(true, Ordering::SeqCst);
-            let _ = self.go.send(false);
-            let _ = self.join();
+        if self.worker.is_some() {
+            self.stop();
+            let _ = self.join(None);
         }
     }
 }

@@ -50,6 +50,10 @@ fn tokenizer() -> Tokenizer {
             2 => "<|endoftext|>".to_owned(),
             6 => "<|im_start|>".to_owned(),
             7 => "<|im_end|>".to_owned(),
+            10 => "<|tool_call_start|>".to_owned(),
+            11 => "<|tool_call_end|>".to_owned(),
+            12 => "<|tool_response_start|>".to_owned(),
+            13 => "<|tool_response_end|>".to_owned(),
             128 => "<|audio_start|>".to_owned(),
             129 => "<|text_start|>".to_owned(),
             130 => "<|text_end|>".to_owned(),
@@ -559,6 +563,92 @@ fn typed_questions_and_replies_are_read_as_their_tokens() {
         read_history(&not_utf8, &ctx.cfg(), 100),
         &["turn 1", QUESTION_ID, "UTF-8"],
     );
+}
+
+/// A tool's result as the question artifact a front end sends: text with meta role=tool.
+fn tool_result(output: &str) -> Artifact {
+    let mut a = text_artifact(QUESTION_ID, output.as_bytes(), false);
+    a.meta.insert("role".to_owned(), json!("tool"));
+    a
+}
+
+#[test]
+fn a_tool_result_is_a_turn_of_role_tool_after_its_reply() {
+    let ctx = Ctx::new();
+    // A typed question, a reply that called a tool, the tool's result (pending: the request
+    // asks it).
+    let arts = vec![
+        text_artifact(QUESTION_ID, b"Weather?", false),
+        text_artifact(
+            REPLY_ID,
+            b"<|tool_call_start|>[w()]<|tool_call_end|>",
+            false,
+        ),
+        tool_result("21 C"),
+    ];
+    let h = read_history(&arts, &ctx.cfg(), 100).unwrap();
+    let mut wrapped = vec![12];
+    wrapped.extend(bytes("21 C"));
+    wrapped.push(13);
+    assert_eq!(h.pending, Some(Question::Tool(wrapped.clone())));
+    let mut call = vec![10];
+    call.extend(bytes("[w()]"));
+    call.push(11);
+    assert_eq!(
+        h.turns[0].reply.steps,
+        call.iter().map(|&t| ReplyStep::Text(t)).collect::<Vec<_>>()
+    );
+
+    // The prompt: the reply's chunk ends by opening the tool's turn, whose text follows, then
+    // the assistant's turn.
+    let layouts = [
+        h.turns[0].question.layout(0),
+        h.pending.clone().unwrap().layout(0),
+    ];
+    let prompt = ctx
+        .markup
+        .build_mixed(&ctx.fmt, h.replies(), &layouts)
+        .unwrap();
+    let ids: Vec<u32> = prompt
+        .pieces()
+        .iter()
+        .flat_map(|p| match p {
+            PromptPiece::Text(ids) => ids.clone(),
+            other => panic!("a typed conversation has no {other:?}"),
+        })
+        .collect();
+    let mut tail = vec![7];
+    tail.extend(bytes("\n"));
+    tail.push(6);
+    tail.extend(bytes("tool\n"));
+    tail.extend(&wrapped);
+    tail.push(7);
+    tail.extend(bytes("\n"));
+    tail.push(6);
+    tail.extend(bytes("assistant\n"));
+    assert!(ids.ends_with(&tail), "{ids:?}");
+    let mut reply_then_tool = call.clone();
+    reply_then_tool.extend(&tail[..tail.len() - 1 - bytes("assistant\n").len()]);
+    assert!(ids
+        .windows(reply_then_tool.len())
+        .any(|w| w == reply_then_tool.as_slice()));
+    // Its length is what the budget knows at least.
+    assert!(h.budget.known_steps() <= prompt.len());
+
+    // A tool's result first (no reply to answer), one that is not text, an unknown role.
+    expect_invalid(
+        read_history(&[tool_result("x")], &ctx.cfg(), 100),
+        &["input artifact 0", "no reply before it"],
+    );
+    let mut not_text = arts.clone();
+    not_text[2].kind = ArtifactKind::Custom;
+    expect_invalid(
+        read_history(&not_text, &ctx.cfg(), 100),
+        &["turn 2", "role `tool`", "not text"],
+    );
+    let mut odd = arts.clone();
+    odd[2].meta.insert("role".to_owned(), json!("system"));
+    expect_invalid(read_history(&odd, &ctx.cfg(), 100), &["turn 2", "role"]);
 }
 
 #[test]

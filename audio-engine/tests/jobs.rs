@@ -351,3 +351,70 @@ fn a_typed_question_is_a_turn_of_the_conversation() {
         Err(EngineError::InvalidRequest(_))
     ));
 }
+
+#[test]
+fn a_tool_result_is_answered_as_the_next_turn() {
+    use audio_engine::lfm2_audio::tools::{tool_system_prompt, write_calls, ToolCall};
+    use audio_engine::lfm2_audio::{Artifact, ArtifactKind, Session, SessionOptions, QUESTION_ID};
+    use serde_json::json;
+    let e = engine(Quant::F32);
+    let tools = [json!({"type": "function", "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}})];
+    let with_tools = |mut r: S2sRequest| {
+        r.s2s.system_prompt = tool_system_prompt(&r.s2s.system_prompt, &tools);
+        r
+    };
+    let mut session = Session::new(e.clone(), SessionOptions::default());
+    let first = Job::S2s(with_tools(s2s_request(0, Vec::new())));
+    let o1 = session.run(&first, &mut |_| true).unwrap();
+    // The client ran a call (the tiny model makes none of its own): its history holds the
+    // question, a reply, and the tool's result, asked as the next turn.
+    let text = |id: &str, s: &str, role: Option<&str>| Artifact {
+        id: id.into(),
+        kind: ArtifactKind::Text,
+        payload: s.as_bytes().to_vec(),
+        meta: role
+            .map(|r| [("role".to_owned(), json!(r))].into_iter().collect())
+            .unwrap_or_default(),
+    };
+    let call = write_calls(&[ToolCall {
+        name: "get_weather".into(),
+        arguments: json!({"city": "Paris"}).as_object().unwrap().clone(),
+    }]);
+    for reply in [
+        o1.artifact.clone().unwrap(),
+        text(audio_engine::lfm2_audio::REPLY_ID, &call, None),
+    ] {
+        let history = vec![
+            question_artifact(0),
+            reply,
+            text(QUESTION_ID, r#"{"temperature": 21}"#, Some("tool")),
+        ];
+        let mut req = with_tools(s2s_request(0, history));
+        req.question = AudioInput::default();
+        let job = Job::S2s(req);
+        let cached = session.run(&job, &mut |_| true).unwrap();
+        let fresh = uncached_session(&e).run(&job, &mut |_| true).unwrap();
+        assert_eq!(cached.text, fresh.text);
+        assert_eq!(bits(&cached.audio), bits(&fresh.audio));
+        assert_eq!(cached.artifact, fresh.artifact);
+        assert!(cached.steps > 0);
+    }
+    // The tool's text is in the prompt: a longer output, a longer prompt.
+    let positions = |output: &str| {
+        let history = vec![
+            question_artifact(0),
+            o1.artifact.clone().unwrap(),
+            text(QUESTION_ID, output, Some("tool")),
+        ];
+        let mut req = with_tools(s2s_request(0, history));
+        req.question = AudioInput::default();
+        req.s2s.max_new_tokens = 1;
+        uncached_session(&e)
+            .run(&Job::S2s(req), &mut |_| true)
+            .unwrap()
+            .prompt_positions
+    };
+    assert!(positions("21 degrees and sunny all day") > positions("21"));
+}

@@ -536,3 +536,107 @@ async fn a_conversation_past_its_byte_bound_is_refused_and_the_socket_goes_on() 
     create(&mut ws, second, None).await;
     srv.shutdown().await.unwrap();
 }
+
+/// Tools: the session's tools go into the system prompt, a client's `function_call` item and
+/// the tool's `function_call_output` are the reply and the tool's turn, and the response that
+/// answers them gives the library's bytes for that history (the tool turn asked last).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_call_output_is_answered_with_the_librarys_bytes() {
+    use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind};
+    use audio_engine::lfm2_audio::tools::{tool_system_prompt, write_calls, ToolCall};
+    use audio_engine::lfm2_audio::{Job, S2sOptions, S2sRequest, QUESTION_ID, REPLY_ID};
+    let srv = server().await;
+    let mut ws = connect(&srv, "").await;
+    let tool = json!({"type": "function", "name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}});
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"type": "realtime", "tools": [tool],
+               "tool_choice": "auto"}}),
+    )
+    .await;
+    let updated = next(&mut ws).await;
+    assert_eq!(updated["type"], "session.updated", "{updated}");
+    assert_eq!(updated["session"]["tools"][0]["name"], "get_weather");
+    create(&mut ws, user_text("u1", "Weather in Paris?"), None).await;
+    let call = json!({"type": "function_call", "id": "c1", "call_id": "call_1",
+                      "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"});
+    assert_eq!(create(&mut ws, call, None).await, "u1");
+    // Bad tool items: an error each, nothing added.
+    expect_error(
+        &mut ws,
+        json!({"type": "conversation.item.create", "event_id": "t1",
+               "item": {"type": "function_call", "call_id": "c", "name": "f",
+                        "arguments": "[1, 2]"}}),
+        "invalid_value",
+    )
+    .await;
+    expect_error(
+        &mut ws,
+        json!({"type": "conversation.item.create", "event_id": "t2",
+               "item": {"type": "function_call_output", "output": "x"}}),
+        "invalid_value",
+    )
+    .await;
+    let output = json!({"type": "function_call_output", "id": "o1", "call_id": "call_1",
+                        "output": "{\"temperature\": 21}"});
+    assert_eq!(create(&mut ws, output, None).await, "c1");
+    send(
+        &mut ws,
+        json!({"type": "response.create", "response": {"max_output_tokens": 24}}),
+    )
+    .await;
+    let events = until(&mut ws, "response.done").await;
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    assert!(!kinds.contains(&"error"), "{kinds:?}");
+    let audio: Vec<u8> = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_audio.delta")
+        .flat_map(|e| unb64(e["delta"].as_str().unwrap()))
+        .collect();
+    let transcript: String = events
+        .iter()
+        .filter(|e| e["type"] == "response.output_audio_transcript.delta")
+        .map(|e| e["delta"].as_str().unwrap().to_owned())
+        .collect();
+
+    let text = |id: &str, s: &str, role: Option<&str>| Artifact {
+        id: id.into(),
+        kind: ArtifactKind::Text,
+        payload: s.as_bytes().to_vec(),
+        meta: role
+            .map(|r| [("role".to_owned(), json!(r))].into_iter().collect())
+            .unwrap_or_default(),
+    };
+    let calls = write_calls(&[ToolCall {
+        name: "get_weather".into(),
+        arguments: json!({"city": "Paris"}).as_object().unwrap().clone(),
+    }]);
+    let history = vec![
+        text(QUESTION_ID, "Weather in Paris?", None),
+        text(REPLY_ID, &calls, None),
+        text(QUESTION_ID, "{\"temperature\": 21}", Some("tool")),
+    ];
+    let (lib_text, lib_audio) = tokio::task::spawn_blocking(move || {
+        let d = S2sOptions::default();
+        let job = Job::S2s(S2sRequest {
+            question: AudioInput::default(),
+            history,
+            return_codes: true,
+            s2s: S2sOptions {
+                max_new_tokens: 24,
+                system_prompt: tool_system_prompt(&d.system_prompt, &[tool]),
+                ..d
+            },
+        });
+        let o = model().run(&job, &mut |_| true).unwrap();
+        (o.text, o.audio)
+    })
+    .await
+    .unwrap();
+    assert!(!audio.is_empty(), "no audio: {kinds:?}");
+    assert_eq!(audio, serve::audio_io::pcm16(&lib_audio));
+    assert_eq!(transcript, lib_text);
+    srv.shutdown().await.unwrap();
+}

@@ -88,6 +88,11 @@ pub use tasks::tts::{TtsOptions, UnknownVoice, Voice};
 /// checks of options and artifacts.
 pub use session::conversation;
 
+/// The one way a job runs on a worker thread and hands out its events and its end
+/// ([`worker::Worker`], [`worker::Outlet`]): the library's streams, the C ABI's stream and the
+/// server's routes all run on it.
+pub use generation::worker;
+
 /// LFM2's tool format, for front ends that offer tools: the tool list in the system turn, the
 /// calls read from a reply's text.
 pub use text::tools;

@@ -3,6 +3,12 @@
 //! assistant's item (the reply artifact and its transcript, or a typed reply). A response sends
 //! them to the engine as the request's history: typed items as text artifacts, which the
 //! engine's conversation protocol takes beside spoken ones.
+//!
+//! Tools: a reply's calls are `function_call` items after its message (their text is in the
+//! reply's artifact already, so the history skips them); `function_call_output` items in a row
+//! are one turn of role `tool` (the outputs joined by newlines), which takes a question's place
+//! and is answered by the next response; calls a client adds itself (history it restores)
+//! answer the question before them as a typed reply in the model's call form.
 
 use std::collections::BTreeMap;
 
@@ -11,6 +17,7 @@ use serde_json::{json, Value};
 use audio_engine::lfm2_audio::conversation::{
     decode_reply, reply_audio_ms, truncate_reply, ReplyFormat, ReplyStep,
 };
+use audio_engine::lfm2_audio::tools::{write_calls, ToolCall};
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, AudioInput, Lfm2Audio, QUESTION_ID, REPLY_ID,
 };
@@ -51,6 +58,25 @@ pub enum Body {
         /// What its response sent: audio with this transcript, or this text alone.
         modality: Modality,
     },
+    /// A function call: one a reply made (its text is in that reply's artifact) or one a
+    /// client added.
+    FunctionCall {
+        /// The id its output names.
+        call_id: String,
+        /// The function.
+        name: String,
+        /// Its arguments, a JSON object's text.
+        arguments: String,
+        /// Whether a reply of this conversation made it (else a client added it).
+        of_reply: bool,
+    },
+    /// A tool's result for a call (`function_call_output`).
+    FunctionOutput {
+        /// The call it answers.
+        call_id: String,
+        /// What the tool returned, as the client sent it.
+        output: String,
+    },
 }
 
 /// One conversation item.
@@ -79,6 +105,13 @@ impl Item {
                 artifact.as_ref().map_or(0, |a| a.payload.len())
                     + transcript.iter().map(String::len).sum::<usize>()
             }
+            Body::FunctionCall {
+                call_id,
+                name,
+                arguments,
+                ..
+            } => call_id.len() + name.len() + arguments.len(),
+            Body::FunctionOutput { call_id, output } => call_id.len() + output.len(),
         }
     }
 
@@ -112,6 +145,19 @@ impl Item {
                     "role": "assistant", "status": status, "content": [content],
                 })
             }
+            Body::FunctionCall {
+                call_id,
+                name,
+                arguments,
+                ..
+            } => json!({
+                "id": self.id, "object": "realtime.item", "type": "function_call",
+                "status": "completed", "call_id": call_id, "name": name, "arguments": arguments,
+            }),
+            Body::FunctionOutput { call_id, output } => json!({
+                "id": self.id, "object": "realtime.item", "type": "function_call_output",
+                "call_id": call_id, "output": output,
+            }),
         }
     }
 }
@@ -320,32 +366,49 @@ fn reply_text(art: &Artifact, model: &Lfm2Audio) -> Result<String, EventError> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// The question and history of a response to `items`: the last one must be a question and the
-/// ones before it pairs of a question and its reply (the engine's conversation protocol).
-/// A typed question is asked as the history's trailing text question (the engine's way: a
-/// history ending in a question asks it) with no audio.
+/// The question and history of a response to `items`: the last turn must be a question (a
+/// user message, or tools' outputs) and the ones before it pairs of a question and its reply
+/// (the engine's conversation protocol). A typed question or a tool turn is asked as the
+/// history's trailing text question (the engine's way: a history ending in a question asks
+/// it) with no audio.
 pub fn request_of(items: &[Item]) -> Result<(AudioInput, Vec<Artifact>), EventError> {
-    let Some((last, earlier)) = items.split_last() else {
+    if let Some(
+        last @ Item {
+            body: Body::Assistant { .. } | Body::FunctionCall { .. },
+            ..
+        },
+    ) = items.last()
+    {
         return Err(EventError::invalid(
-            "conversation_empty",
-            "the conversation has no question to answer: commit the input audio buffer \
-                 or create an audio item first",
-        ));
-    };
-    let mut history = history_of(earlier)?;
-    match &last.body {
-        Body::User { wav, .. } => Ok((AudioInput::Wav(wav.clone()), history)),
-        Body::UserText { text } => {
-            history.push(text_artifact(QUESTION_ID, text));
-            Ok((AudioInput::default(), history))
-        }
-        Body::Assistant { .. } => Err(EventError::invalid(
             "no_question",
             format!(
                 "the conversation's last item `{}` is a reply: commit a question first",
                 last.id
             ),
-        )),
+        ));
+    }
+    let turns = turns_of(items)?;
+    let mut history = turns.history;
+    match turns.open {
+        Some(Open::Spoken(wav)) => Ok((AudioInput::Wav(wav), history)),
+        Some(Open::Typed(question)) => {
+            history.push(question);
+            Ok((AudioInput::default(), history))
+        }
+        None => Err(match items.last() {
+            None => EventError::invalid(
+                "conversation_empty",
+                "the conversation has no question to answer: commit the input audio buffer \
+                 or create an audio item first",
+            ),
+            Some(last) => EventError::invalid(
+                "no_question",
+                format!(
+                    "the conversation's last item `{}` is a reply: commit a question first",
+                    last.id
+                ),
+            ),
+        }),
     }
 }
 
@@ -356,27 +419,153 @@ pub fn artifact_ms(art: &Artifact, fmt: &ReplyFormat) -> u64 {
 
 /// The history of the items `earlier`: pairs of a question and its reply, as artifacts.
 fn history_of(earlier: &[Item]) -> Result<Vec<Artifact>, EventError> {
-    if !earlier.len().is_multiple_of(2) {
+    let turns = turns_of(earlier)?;
+    if turns.open.is_some() {
         return Err(unpaired(earlier.len()));
     }
-    let mut history = Vec::with_capacity(earlier.len());
-    for pair in earlier.chunks(2) {
-        let question = match &pair[0].body {
-            Body::User { wav, .. } => question_artifact(wav),
-            Body::UserText { text } => text_artifact(QUESTION_ID, text),
-            Body::Assistant { .. } => return Err(unpaired(earlier.len())),
-        };
-        let Body::Assistant {
-            artifact: Some(reply),
-            ..
-        } = &pair[1].body
-        else {
-            return Err(unpaired(earlier.len()));
-        };
-        history.push(question);
-        history.push(reply.clone());
+    Ok(turns.history)
+}
+
+/// A question with no reply yet.
+enum Open {
+    /// A spoken one's WAV.
+    Spoken(Vec<u8>),
+    /// A typed question's or a tool turn's artifact.
+    Typed(Artifact),
+}
+
+impl Open {
+    fn artifact(self) -> Artifact {
+        match self {
+            Open::Spoken(wav) => question_artifact(&wav),
+            Open::Typed(a) => a,
+        }
     }
-    Ok(history)
+}
+
+/// Items read as the engine's turns.
+struct Turns {
+    /// Pairs of a question and its reply, as artifacts.
+    history: Vec<Artifact>,
+    /// The question after them with no reply yet.
+    open: Option<Open>,
+}
+
+/// Reads `items` as turns: a question (a user message, or tools' outputs in a row, one tool
+/// turn) then its reply (the assistant's artifact, or calls a client added, in the model's
+/// call form); a reply's own calls are in its artifact and left out.
+fn turns_of(items: &[Item]) -> Result<Turns, EventError> {
+    let mut history = Vec::new();
+    let mut open: Option<Open> = None;
+    let mut outputs: Vec<&str> = Vec::new();
+    let mut calls: Vec<ToolCall> = Vec::new();
+    let unpaired = || unpaired(items.len());
+    // A tool turn's outputs are gathered until the next item that is not one.
+    let close_outputs = |outputs: &mut Vec<&str>, open: &mut Option<Open>| {
+        if !outputs.is_empty() {
+            *open = Some(Open::Typed(tool_artifact(&outputs.join("\n"))));
+            outputs.clear();
+        }
+    };
+    // Calls a client added answer the question before them.
+    let close_calls = |calls: &mut Vec<ToolCall>,
+                       open: &mut Option<Open>,
+                       history: &mut Vec<Artifact>|
+     -> Result<(), EventError> {
+        if calls.is_empty() {
+            return Ok(());
+        }
+        let question = open.take().ok_or_else(|| {
+            EventError::invalid(
+                "conversation_unpaired",
+                "a function_call item a client adds must follow the question it answers",
+            )
+        })?;
+        history.push(question.artifact());
+        history.push(text_reply_artifact(&write_calls(calls)));
+        calls.clear();
+        Ok(())
+    };
+    for item in items {
+        if !matches!(item.body, Body::FunctionOutput { .. }) {
+            close_outputs(&mut outputs, &mut open);
+        }
+        if !matches!(
+            item.body,
+            Body::FunctionCall {
+                of_reply: false,
+                ..
+            }
+        ) {
+            close_calls(&mut calls, &mut open, &mut history)?;
+        }
+        match &item.body {
+            Body::User { wav, .. } => {
+                if open.is_some() {
+                    return Err(unpaired());
+                }
+                open = Some(Open::Spoken(wav.clone()));
+            }
+            Body::UserText { text } => {
+                if open.is_some() {
+                    return Err(unpaired());
+                }
+                open = Some(Open::Typed(text_artifact(QUESTION_ID, text)));
+            }
+            Body::Assistant {
+                artifact: Some(reply),
+                ..
+            } => {
+                let question = open.take().ok_or_else(unpaired)?;
+                history.push(question.artifact());
+                history.push(reply.clone());
+            }
+            Body::Assistant { artifact: None, .. } => return Err(unpaired()),
+            Body::FunctionCall { of_reply: true, .. } => {}
+            Body::FunctionCall {
+                name, arguments, ..
+            } => calls.push(ToolCall {
+                name: name.clone(),
+                arguments: call_arguments(arguments)?,
+            }),
+            Body::FunctionOutput { output, .. } => {
+                if open.is_some() || history.is_empty() {
+                    return Err(EventError::invalid(
+                        "conversation_unpaired",
+                        "a function_call_output answers a reply's call: it must follow a reply",
+                    ));
+                }
+                outputs.push(output);
+            }
+        }
+    }
+    close_outputs(&mut outputs, &mut open);
+    close_calls(&mut calls, &mut open, &mut history)?;
+    Ok(Turns { history, open })
+}
+
+/// A call's `arguments` text as the JSON object it must be.
+pub fn call_arguments(arguments: &str) -> Result<serde_json::Map<String, Value>, EventError> {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(other) => Err(EventError::invalid(
+            "invalid_value",
+            format!("a function call's arguments are a JSON object, not {other}"),
+        )
+        .at("item.arguments")),
+        Err(e) => Err(EventError::invalid(
+            "invalid_value",
+            format!("a function call's arguments are not JSON: {e}"),
+        )
+        .at("item.arguments")),
+    }
+}
+
+/// A tool turn's artifact: its outputs as a text question of role `tool`.
+pub fn tool_artifact(output: &str) -> Artifact {
+    let mut art = text_artifact(QUESTION_ID, output);
+    art.meta.insert("role".into(), json!("tool"));
+    art
 }
 
 fn unpaired(n: usize) -> EventError {
@@ -412,5 +601,151 @@ pub fn question_artifact(wav: &[u8]) -> Artifact {
         kind: ArtifactKind::Custom,
         payload: wav.to_vec(),
         meta: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(id: &str, body: Body) -> Item {
+        Item {
+            id: id.into(),
+            body,
+        }
+    }
+
+    fn asked(text: &str) -> Body {
+        Body::UserText { text: text.into() }
+    }
+
+    fn replied(text: &str) -> Body {
+        Body::Assistant {
+            artifact: Some(text_reply_artifact(text)),
+            transcript: vec![text.into()],
+            status: "completed",
+            modality: Modality::Text,
+        }
+    }
+
+    fn call(of_reply: bool) -> Body {
+        Body::FunctionCall {
+            call_id: "call_1".into(),
+            name: "get_weather".into(),
+            arguments: r#"{"city": "Paris"}"#.into(),
+            of_reply,
+        }
+    }
+
+    fn output(text: &str) -> Body {
+        Body::FunctionOutput {
+            call_id: "call_1".into(),
+            output: text.into(),
+        }
+    }
+
+    fn texts(arts: &[Artifact]) -> Vec<(String, String, Option<String>)> {
+        arts.iter()
+            .map(|a| {
+                (
+                    a.id.clone(),
+                    String::from_utf8(a.payload.clone()).unwrap(),
+                    a.meta
+                        .get("role")
+                        .and_then(|r| r.as_str())
+                        .map(str::to_owned),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn tool_outputs_in_a_row_are_one_tool_turn_that_is_asked() {
+        // A reply that called a tool (its call item is a view of the reply: left out), the
+        // tool's two outputs: the response answers one tool turn.
+        let items = [
+            item("q", asked("Weather?")),
+            item("r", replied("Checking.")),
+            item("c", call(true)),
+            item("o1", output("21 C")),
+            item("o2", output("sunny")),
+        ];
+        let (audio, history) = request_of(&items).unwrap();
+        assert!(matches!(audio, AudioInput::Wav(ref w) if w.is_empty()));
+        assert_eq!(
+            texts(&history),
+            [
+                (QUESTION_ID.into(), "Weather?".into(), None),
+                (REPLY_ID.into(), "Checking.".into(), None),
+                (
+                    QUESTION_ID.into(),
+                    "21 C\nsunny".into(),
+                    Some("tool".into())
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_clients_call_answers_its_question_in_the_models_form() {
+        let items = [
+            item("q", asked("Weather?")),
+            item("c", call(false)),
+            item("o", output("21 C")),
+        ];
+        let (_, history) = request_of(&items).unwrap();
+        let t = texts(&history);
+        assert_eq!(t[1].0, REPLY_ID);
+        assert_eq!(
+            t[1].1,
+            "<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>"
+        );
+        assert_eq!(t[2].2.as_deref(), Some("tool"));
+    }
+
+    #[test]
+    fn tool_items_out_of_place_are_refused() {
+        let code = |items: &[Item]| request_of(items).unwrap_err().code;
+        // An output with no reply before it.
+        assert_eq!(code(&[item("o", output("x"))]), "conversation_unpaired");
+        assert_eq!(
+            code(&[item("q", asked("a")), item("o", output("x"))]),
+            "conversation_unpaired"
+        );
+        // A client's call with no question before it.
+        assert_eq!(
+            code(&[
+                item("q", asked("a")),
+                item("r", replied("b")),
+                item("c", call(false)),
+                item("q2", asked("c")),
+            ]),
+            "conversation_unpaired"
+        );
+        // A call last: nothing to answer.
+        assert_eq!(
+            code(&[item("q", asked("a")), item("c", call(false))]),
+            "no_question"
+        );
+        // Pairs without tools read as before.
+        let (_, h) = request_of(&[
+            item("q", asked("a")),
+            item("r", replied("b")),
+            item("q2", asked("c")),
+        ])
+        .unwrap();
+        assert_eq!(h.len(), 3);
+        assert!(history_of(&[item("q", asked("a"))]).is_err());
+    }
+
+    #[test]
+    fn tool_items_show_their_api_shape() {
+        let c = item("c", call(true)).json();
+        assert_eq!(c["type"], "function_call");
+        assert_eq!(c["call_id"], "call_1");
+        assert_eq!(c["arguments"], r#"{"city": "Paris"}"#);
+        let o = item("o", output("21 C")).json();
+        assert_eq!(o["type"], "function_call_output");
+        assert_eq!(o["output"], "21 C");
     }
 }

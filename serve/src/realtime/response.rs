@@ -1,7 +1,7 @@
 //! The response runner: one response leases a pool session with the socket's affinity key
 //! (its prefill blocks and encoder outputs of this conversation are then reused on the next
-//! turn when it is free), runs the turn on it ([`crate::work`]) and gives it back when the turn
-//! ends. Nothing is held while the socket is idle, so idle clients cannot starve the server.
+//! turn when it is free), runs the turn on it ([`crate::work`], whose worker sends the events
+//! into the channel the socket reads) and gives it back when the turn ends. Nothing is held while the socket is idle, so idle clients cannot starve the server.
 //!
 //! A cancel (the client's `response.cancel`, a barge-in, the socket closing, the server's hard
 //! stop) raises the response's flag: the engine stops at its next step and the session goes
@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
+use audio_engine::lfm2_audio::tools::CallSplitter;
 use audio_engine::lfm2_audio::Job;
 
 use serde_json::Value;
 
 use crate::error::ApiError;
-use crate::work::{self, Msg};
+use crate::work::{self, Deliver, Msg};
 use crate::{AppState, Entry};
 
 use super::conversation::Item;
@@ -66,6 +67,8 @@ pub struct Shape {
     pub voice: Value,
     /// Its `max_output_tokens` (`None`: the server's limit, echoed `"inf"`).
     pub max_output_tokens: Option<usize>,
+    /// Whether its prompt lists tools: the reply's calls are then split from its text.
+    pub calls: bool,
 }
 
 /// A running response.
@@ -95,6 +98,10 @@ pub struct Response {
     /// A `conversation.item.truncate` of this response's item that came after the cancel and
     /// before the end (content index, audio_end_ms): applied, and acknowledged, when it ends.
     pub truncate_at_end: Option<(u64, u64)>,
+    /// Splits the reply's text from its calls (when [`Shape::calls`]).
+    pub splitter: Option<CallSplitter>,
+    /// The function_call items the reply made so far (their output order).
+    pub calls: Vec<Item>,
 }
 
 /// Which session a response leases: the one that last served the socket's affinity `key`,
@@ -123,6 +130,7 @@ impl Response {
         let timeout = state.busy_timeout(None);
         let flag = cancel.clone();
         let Seat { key, early } = seat;
+        let shape_calls = shape.calls;
         tokio::spawn(async move {
             if let Some(early) = early {
                 // why: the session it leased holds the turn's work; acquired before it is
@@ -142,14 +150,10 @@ impl Response {
                     return;
                 }
             };
-            let mut work_rx = work::spawn(lease, job, flag.clone(), 64);
-            while let Some(m) = work_rx.recv().await {
-                if tx.send(RunMsg::Work(m)).await.is_err() {
-                    // The socket is gone: stop at the next step; dropping `work_rx` also
-                    // makes the worker's next send fail.
-                    flag.store(true, Ordering::SeqCst);
-                    return;
-                }
+            // why no relay: the engine's worker sends into the socket's own channel.
+            let deliver = Deliver::new(tx.clone(), |m| Some(RunMsg::Work(m)));
+            if let Err(e) = work::start(lease, job, flag, None, deliver) {
+                let _ = tx.send(RunMsg::Work(Msg::Done(Err(e)))).await;
             }
         });
         Response {
@@ -165,6 +169,8 @@ impl Response {
             first_audio: None,
             audio_sent: 0,
             truncate_at_end: None,
+            splitter: shape_calls.then(CallSplitter::new),
+            calls: Vec::new(),
         }
     }
 

@@ -8,8 +8,11 @@
 //!   (`server_vad`, `semantic_vad`, null), `max_output_tokens`/`max_response_output_tokens`,
 //!   `transcription`/`input_audio_transcription` (any `model` taken and echoed as given: the
 //!   loaded model's own ASR transcribes, see [`super::transcription`]);
-//! - kept and echoed as given: `voice`, `tools`, `tool_choice`, `parallel_tool_calls`,
-//!   `tracing`, `truncation` (tools are not yet given to the model);
+//! - `tools` (function tools) and `tool_choice`: the tools go into the system turn in LFM2's
+//!   tool format unless `tool_choice` is `"none"` ([`prompt_tools`]); the model decides
+//!   whether to call one (`"required"` or a named function cannot force it); `mcp` tools are
+//!   echoed, not offered (this server runs no MCP client);
+//! - kept and echoed as given: `voice`, `parallel_tool_calls`, `tracing`, `truncation`;
 //! - checked, and echoed as what the server does: `noise_reduction` (echoed `null`: not
 //!   done), `speed` (echoed 1.0: the model speaks at its own
 //!   pace), `prompt`, `include`, `reasoning` (echoed `null`: no stored prompts, no
@@ -283,6 +286,28 @@ pub fn parse_tools(v: &Value, param: &str) -> Result<Value, EventError> {
         }
     }
     Ok(v.clone())
+}
+
+/// The function tools of `tools` (checked by [`parse_tools`]) that go into the prompt under
+/// `tool_choice`: none for `"none"`, else every function tool (`mcp` ones are not offered).
+pub fn prompt_tools(tools: &Value, tool_choice: &Value) -> Vec<Value> {
+    if tool_choice.as_str() == Some("none") {
+        return Vec::new();
+    }
+    tools
+        .as_array()
+        .map(|list| {
+            list.iter()
+                .filter(|t| {
+                    matches!(
+                        t.get("type").and_then(Value::as_str),
+                        None | Some("function")
+                    )
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// `tool_choice`: `"auto"`, `"none"`, `"required"`, `{"type": "function", "name"}` or

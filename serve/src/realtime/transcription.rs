@@ -28,6 +28,7 @@ use tokio::task::JoinHandle;
 use audio_engine::lfm2_audio::{AudioInput, Job, ReplyEvent, Request, Task};
 
 use crate::tasks::fields::context;
+use crate::work::{self, Deliver, Msg};
 use crate::{AppState, Entry};
 
 use super::conversation::{Body, Conversation};
@@ -294,39 +295,31 @@ fn spawn(state: &Arc<AppState>, entry: &Entry, key: u64, job: Job, waiting: Wait
                 return;
             }
         };
-        let pieces = tx.clone();
-        let run = tokio::task::spawn_blocking(move || {
-            let keep_going =
-                || !flag.load(Ordering::Relaxed) && !server_stop.load(Ordering::Relaxed);
-            let mut sink = |ev: ReplyEvent| match ev {
-                ReplyEvent::Text(t) => pieces.blocking_send(AsrMsg::Delta(t)).is_ok(),
-                ReplyEvent::Audio(_) => true,
-            };
-            // why on the model: a one-shot session leaves the leased slot's conversation
-            // caches alone.
-            let res = lease.model().run_cancellable(&job, &keep_going, &mut sink);
-            drop(lease);
-            res
-        })
-        .await;
-        let done = match run {
+        let shape = |m: Msg| match m {
+            Msg::Event(ReplyEvent::Text(t)) => Some(AsrMsg::Delta(t)),
+            Msg::Event(ReplyEvent::Audio(_)) => None,
             // A stopped run (preempted, or the server's hard stop) reports nothing.
-            Ok(Ok(o)) if o.cancelled => return,
-            Ok(Ok(o)) => Ok((o.text, o.input_seconds)),
-            Ok(Err(e)) => Err(EventError {
+            Msg::Done(Ok(f)) if f.outcome.cancelled => None,
+            Msg::Done(Ok(f)) => Some(AsrMsg::Done(Ok((f.outcome.text, f.outcome.input_seconds)))),
+            Msg::Done(Err(e)) => Some(AsrMsg::Done(Err(EventError {
                 kind: "server_error",
                 code: "transcription_failed",
                 message: e.to_string(),
                 param: None,
-            }),
-            Err(e) => Err(EventError {
+            }))),
+        };
+        // why on the model (work::start runs ASR there): a one-shot session leaves the leased
+        // slot's conversation caches alone.
+        let deliver = Deliver::new(tx.clone(), shape);
+        if let Err(e) = work::start(lease, job, flag, Some(server_stop), deliver) {
+            let e = EventError {
                 kind: "server_error",
                 code: "transcription_failed",
                 message: format!("the transcription worker failed: {e}"),
                 param: None,
-            }),
-        };
-        let _ = tx.send(AsrMsg::Done(done)).await;
+            };
+            let _ = tx.send(AsrMsg::Done(Err(e))).await;
+        }
     });
     Running {
         waiting,

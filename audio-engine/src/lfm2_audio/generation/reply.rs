@@ -5,14 +5,11 @@
 //! stream would deliver, so for a fixed seed both give the same text, audio and steps, bit for
 //! bit.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc;
-use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::frame_threads::FrameThreads;
 use super::schedule::{Modality, Schedule, ScheduleTokens, TextOutcome};
+use super::worker::EventStream;
 use crate::ggml::StreamGuard;
 use crate::lfm2_audio::engine::{prefill_blocks, Generating, Lfm2Audio};
 use crate::lfm2_audio::error::EngineError;
@@ -23,6 +20,7 @@ use crate::lfm2_audio::model::depthformer::scheduler::FrameIntent;
 use crate::lfm2_audio::model::depthformer::{FrameJob, FrameRows};
 use crate::lfm2_audio::model::sampling::{AudioSampler, SamplerConfig};
 use crate::lfm2_audio::text::prompt::Prompt;
+use crate::lfm2_audio::text::tools::{TOOL_CALL_END, TOOL_CALL_START};
 
 /// Generation settings of one reply.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -33,12 +31,17 @@ pub struct ReplyOptions {
     pub text: SamplerConfig,
     /// Audio sampling.
     pub audio: SamplerConfig,
+    /// Whether the tool-call markers (`<|tool_call_start|>`, `<|tool_call_end|>`, control
+    /// tokens otherwise left out) are streamed as text: on when the prompt's system turn lists
+    /// tools, so that a front end can split the reply's calls from what it says.
+    pub call_markers: bool,
 }
 
 /// Something a reply produced, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplyEvent {
-    /// Text became available (whole UTF-8 characters; control tokens are left out).
+    /// Text became available (whole UTF-8 characters; control tokens are left out, but for the
+    /// tool-call markers of a reply that may call tools: [`ReplyOptions::call_markers`]).
     Text(String),
     /// 24 kHz mono samples became final.
     Audio(Vec<f32>),
@@ -236,6 +239,18 @@ impl Lfm2Audio {
             )));
         }
         let tok = self.tokenizer();
+        // The call markers' ids, when they are streamed (each one token of the vocabulary).
+        let markers: Vec<(u32, &str)> = if opts.call_markers {
+            [TOOL_CALL_START, TOOL_CALL_END]
+                .into_iter()
+                .filter_map(|m| match tok.encode(m, true).as_slice() {
+                    [id] => Some((*id, m)),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let backbone = self.backbone();
         let hidden = backbone.config().hidden_size as usize;
         let mut cache = backbone.new_cache_on(backend, prompt_len + opts.max_new_tokens)?;
@@ -316,8 +331,13 @@ impl Lfm2Audio {
                         }
                         outcome => {
                             result.steps.push(ReplyStep::Text(t));
-                            if !tok.is_control(t) {
-                                let piece = pending.push(tok.token_bytes(t)?);
+                            let marker = markers.iter().find(|(id, _)| *id == t);
+                            if !tok.is_control(t) || marker.is_some() {
+                                let bytes = match marker {
+                                    Some((_, m)) => m.as_bytes(),
+                                    None => tok.token_bytes(t)?,
+                                };
+                                let piece = pending.push(bytes);
                                 if !piece.is_empty() && !emit(ReplyEvent::Text(piece), &mut result)
                                 {
                                     break 'gen;
@@ -553,70 +573,9 @@ fn lost_frame() -> EngineError {
     EngineError::Invariant("the frame state was lost by a failed frame".into())
 }
 
-/// Work running on a thread whose reply events arrive as they are produced; the thread's own
-/// result comes back at the end.
-pub(crate) struct EventStream<T: Send + 'static> {
-    rx: mpsc::Receiver<ReplyEvent>,
-    cancel: Arc<AtomicBool>,
-    worker: Option<JoinHandle<T>>,
-}
-
-impl<T: Send + 'static> EventStream<T> {
-    /// Starts `job` on a worker thread; it reports events through the sink it is given, which
-    /// says to stop once the stream is finished early.
-    pub(crate) fn spawn(
-        job: impl FnOnce(&mut dyn FnMut(ReplyEvent) -> bool) -> T + Send + 'static,
-    ) -> EventStream<T> {
-        let (tx, rx) = mpsc::channel();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let stop = cancel.clone();
-        let worker = std::thread::spawn(move || {
-            let mut sink = |ev: ReplyEvent| tx.send(ev).is_ok() && !stop.load(Ordering::Relaxed);
-            job(&mut sink)
-        });
-        EventStream {
-            rx,
-            cancel,
-            worker: Some(worker),
-        }
-    }
-
-    pub(crate) fn next_event(&mut self) -> Option<ReplyEvent> {
-        self.rx.recv().ok()
-    }
-
-    pub(crate) fn finish(mut self) -> Result<T, EngineError> {
-        self.cancel.store(true, Ordering::Relaxed);
-        self.join()
-    }
-
-    pub(crate) fn wait(mut self) -> Result<T, EngineError> {
-        self.join()
-    }
-
-    fn join(&mut self) -> Result<T, EngineError> {
-        let worker = self
-            .worker
-            .take()
-            .ok_or_else(|| EngineError::Invariant("stream already finished".into()))?;
-        // Drain so the worker never blocks (the channel is unbounded; this only frees memory).
-        while self.rx.try_recv().is_ok() {}
-        worker.join().map_err(|_| EngineError::WorkerPanicked)
-    }
-}
-
-impl<T: Send + 'static> Drop for EventStream<T> {
-    fn drop(&mut self) {
-        if self.worker.is_some() {
-            self.cancel.store(true, Ordering::Relaxed);
-            let _ = self.join();
-        }
-    }
-}
-
 /// A reply being generated on a worker thread; events arrive as they are produced.
 pub struct ReplyStream {
-    inner: EventStream<Result<ReplyResult, EngineError>>,
+    inner: EventStream<ReplyEvent, Result<ReplyResult, EngineError>>,
 }
 
 impl std::fmt::Debug for ReplyStream {
@@ -626,15 +585,16 @@ impl std::fmt::Debug for ReplyStream {
 }
 
 impl ReplyStream {
-    /// Starts `job` on a worker thread; it reports events through the sink it is given.
+    /// Starts `job` on a worker thread ([`Worker`](super::worker::Worker)); it reports events
+    /// through the sink it is given.
     pub(crate) fn spawn(
         job: impl FnOnce(&mut dyn FnMut(ReplyEvent) -> bool) -> Result<ReplyResult, EngineError>
             + Send
             + 'static,
-    ) -> ReplyStream {
-        ReplyStream {
-            inner: EventStream::spawn(job),
-        }
+    ) -> Result<ReplyStream, EngineError> {
+        Ok(ReplyStream {
+            inner: EventStream::spawn("lfm2e-reply", move |sink, _| job(sink))?,
+        })
     }
 
     /// The next event, waiting for it; `None` once the reply is over.

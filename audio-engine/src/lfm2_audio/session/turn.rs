@@ -14,6 +14,7 @@ use crate::lfm2_audio::generation::schedule::Schedule;
 use crate::lfm2_audio::io::audio::ReadOptions;
 use crate::lfm2_audio::limits::check_system_prompt;
 use crate::lfm2_audio::text::prompt::Prompt;
+use crate::lfm2_audio::text::tools::lists_tools;
 
 use super::ahead::BackgroundWork;
 use super::background::AheadInput;
@@ -128,11 +129,12 @@ impl Session {
                     history.turns.len() + 1
                 )))
             }
-            (Some(Question::Text(ids)), _) => {
+            (Some(typed @ (Question::Text(_) | Question::Tool(_))), _) => {
+                let layout = typed.layout(0);
                 history
                     .budget
-                    .add_question(history.turns.len(), ids.len())?;
-                questions.push(crate::lfm2_audio::session::conversation::QuestionLayout::Text(ids));
+                    .add_question(history.turns.len(), layout.steps())?;
+                questions.push(layout);
                 KeptQuestion::none()
             }
             (Some(Question::Audio(samples)), _) => {
@@ -165,6 +167,7 @@ impl Session {
                     max_new_tokens: max_tokens,
                     text: request.s2s.text,
                     audio: request.s2s.audio,
+                    call_markers: lists_tools(&request.s2s.system_prompt),
                 },
                 started,
                 encode,

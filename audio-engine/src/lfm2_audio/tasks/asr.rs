@@ -138,6 +138,7 @@ impl Lfm2Audio {
                 text: SamplerConfig::GREEDY,
                 // why: a text-only schedule draws no frame.
                 audio: SamplerConfig::GREEDY,
+                call_markers: false,
             },
             started,
             encode,

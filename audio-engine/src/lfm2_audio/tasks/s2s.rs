@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use crate::ggml::Backend;
+use crate::lfm2_audio::text::tools::lists_tools;
 
 use crate::lfm2_audio::engine::Lfm2Audio;
 use crate::lfm2_audio::error::EngineError;
@@ -61,6 +62,7 @@ impl Lfm2Audio {
                 max_new_tokens: opts.max_new_tokens,
                 text: opts.text,
                 audio: opts.audio,
+                call_markers: lists_tools(&opts.system_prompt),
             },
             started,
             encode,
@@ -105,10 +107,10 @@ impl Lfm2Audio {
         check_max_new_tokens(opts.max_new_tokens)?;
         let model = self.clone();
         let opts = opts.clone();
-        Ok(ReplyStream::spawn(move |sink| {
+        ReplyStream::spawn(move |sink| {
             let backend = model.run_backend(None)?;
             let req = model.s2s_request(&backend, &samples, &opts)?;
             model.run_reply(&backend, req, None, sink)
-        }))
+        })
     }
 }

@@ -196,6 +196,7 @@ impl Lfm2Audio {
                 max_new_tokens: opts.max_new_tokens,
                 text: opts.text,
                 audio: opts.audio,
+                call_markers: false,
             },
             started: Instant::now(),
             encode: Default::default(),
@@ -283,9 +284,7 @@ impl Lfm2Audio {
         let model = self.clone();
         let opts = opts.clone();
         let text = text.to_owned();
-        Ok(ReplyStream::spawn(move |sink| {
-            model.tts_run(&text, &opts, sink)
-        }))
+        ReplyStream::spawn(move |sink| model.tts_run(&text, &opts, sink))
     }
 }
 

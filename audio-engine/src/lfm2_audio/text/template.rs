@@ -23,6 +23,8 @@ pub enum Role {
     User,
     /// The model's reply.
     Assistant,
+    /// A tool's result, answering the calls of the reply before it.
+    Tool,
 }
 
 impl Role {
@@ -32,6 +34,7 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
 
@@ -50,6 +53,7 @@ mod tests {
         assert_eq!(Role::System.open(), "<|im_start|>system\n");
         assert_eq!(Role::User.open(), "<|im_start|>user\n");
         assert_eq!(Role::Assistant.open(), "<|im_start|>assistant\n");
+        assert_eq!(Role::Tool.open(), "<|im_start|>tool\n");
         assert_eq!(TURN_END, "<|im_end|>\n");
         assert_eq!(START, "<|startoftext|>");
     }

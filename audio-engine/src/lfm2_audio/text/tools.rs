@@ -10,9 +10,18 @@
 //! <|tool_call_start|>[get_weather(city="Paris", days=2)]<|tool_call_end|>Checking the weather.<|im_end|>
 //! ```
 //!
+//! A tool's result is a turn of its own after the reply that called it, its text between the
+//! response markers:
+//!
+//! ```text
+//! <|im_start|>tool
+//! <|tool_response_start|>{"temperature": 21}<|tool_response_end|><|im_end|>
+//! ```
+//!
 //! [`tool_system_prompt`] writes the system turn's text; [`CallSplitter`] separates a streamed
 //! reply's text from its calls, and [`parse_calls`] reads one call block into names and JSON
-//! arguments. The special tokens are the checkpoint's own (LFM2's vocabulary, ids 8-13), so
+//! arguments; [`write_calls`] writes calls back in the model's form (a call a client holds as
+//! history) and [`tool_response`] a result's text. The special tokens are the checkpoint's own (LFM2's vocabulary, ids 8-13), so
 //! the prompt builders' special-token parsing turns the markers into single tokens.
 
 use serde_json::{Map, Number, Value};
@@ -25,6 +34,55 @@ pub const TOOL_LIST_END: &str = "<|tool_list_end|>";
 pub const TOOL_CALL_START: &str = "<|tool_call_start|>";
 /// Closes a block of calls.
 pub const TOOL_CALL_END: &str = "<|tool_call_end|>";
+/// Opens a tool's result in its turn.
+pub const TOOL_RESPONSE_START: &str = "<|tool_response_start|>";
+/// Closes a tool's result.
+pub const TOOL_RESPONSE_END: &str = "<|tool_response_end|>";
+
+/// A tool result's turn text: `output` (what the tool returned, as the client sends it)
+/// between the response markers.
+pub fn tool_response(output: &str) -> String {
+    format!("{TOOL_RESPONSE_START}{output}{TOOL_RESPONSE_END}")
+}
+
+/// `calls` as the model writes them in a reply: one block, `[name(key=value, ...), ...]`
+/// between the call markers, values as Python literals (strings in double quotes, `True`,
+/// `False`, `None`), so that [`parse_calls`] reads back the same names and arguments.
+pub fn write_calls(calls: &[ToolCall]) -> String {
+    let list: Vec<String> = calls
+        .iter()
+        .map(|c| {
+            let args: Vec<String> = c
+                .arguments
+                .iter()
+                .map(|(k, v)| format!("{k}={}", py_literal(v)))
+                .collect();
+            format!("{}({})", c.name, args.join(", "))
+        })
+        .collect();
+    format!("{TOOL_CALL_START}[{}]{TOOL_CALL_END}", list.join(", "))
+}
+
+/// `v` as a Python literal (what `repr` of the parsed JSON would give, with double quotes).
+fn py_literal(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(py_literal).collect();
+            format!("[{}]", items.join(", "))
+        }
+        Value::Object(map) => {
+            let items: Vec<String> = map
+                .iter()
+                .map(|(k, v)| format!("{}: {}", Value::String(k.clone()), py_literal(v)))
+                .collect();
+            format!("{{{}}}", items.join(", "))
+        }
+        scalar => scalar.to_string(),
+    }
+}
 
 /// The system turn's text with `tools` (OpenAI function definitions: `{"name", "description",
 /// "parameters"}`, or chat's `{"type": "function", "function": {...}}`) listed in LFM2's form
@@ -44,6 +102,11 @@ pub fn tool_system_prompt(instructions: &str, tools: &[Value]) -> String {
         "{lead}List of tools: {TOOL_LIST_START}[{}]{TOOL_LIST_END}",
         list.join(", ")
     )
+}
+
+/// Whether a system prompt lists tools (holds [`TOOL_LIST_START`]): a reply to it may call them.
+pub fn lists_tools(system_prompt: &str) -> bool {
+    system_prompt.contains(TOOL_LIST_START)
 }
 
 /// One tool's `{"name", "description", "parameters"}` (in that order), whichever OpenAI shape
@@ -217,6 +280,8 @@ impl Parser<'_> {
                         b'n' => out.push(b'\n'),
                         b't' => out.push(b'\t'),
                         b'r' => out.push(b'\r'),
+                        b'b' => out.push(0x08),
+                        b'f' => out.push(0x0c),
                         b'u' => {
                             let hex = self
                                 .s
@@ -457,6 +522,40 @@ mod tests {
             json!({"who": ["a", "b"], "at": {"h": 9.5, "m": -1}, "text": "it's"})
         );
         assert_eq!(parse_calls("[]").unwrap(), vec![]);
+    }
+
+    #[test]
+    fn written_calls_read_back_the_same() {
+        let args = |v: Value| v.as_object().unwrap().clone();
+        let calls = vec![
+            ToolCall {
+                name: "get_weather".into(),
+                arguments: args(json!({"city": "Paris \"Nord\"", "days": 2, "metric": true})),
+            },
+            ToolCall {
+                name: "note".into(),
+                arguments: args(json!({"tags": ["a", null], "at": {"x": 1.5}})),
+            },
+            ToolCall {
+                name: "ping".into(),
+                arguments: Map::new(),
+            },
+        ];
+        let text = write_calls(&calls);
+        assert!(
+            text.starts_with(TOOL_CALL_START) && text.ends_with(TOOL_CALL_END),
+            "{text}"
+        );
+        assert!(
+            text.contains("metric=True") && text.contains("None"),
+            "{text}"
+        );
+        let inner = &text[TOOL_CALL_START.len()..text.len() - TOOL_CALL_END.len()];
+        assert_eq!(parse_calls(inner).unwrap(), calls);
+        assert_eq!(
+            tool_response("{\"t\": 21}"),
+            "<|tool_response_start|>{\"t\": 21}<|tool_response_end|>"
+        );
     }
 
     #[test]

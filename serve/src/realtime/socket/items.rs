@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use crate::audio_io::{unb64, unb64_len};
 
-use super::super::conversation::{text_reply_artifact, Body, Item, Place};
+use super::super::conversation::{call_arguments, text_reply_artifact, Body, Item, Place};
 use super::super::error::EventError;
 use super::super::events::event;
 use super::super::ids;
@@ -49,9 +49,9 @@ impl Socket {
         Ok(self.names.item_events(&json, prev.as_deref(), true))
     }
 
-    /// A message a client adds (`item`, at `param`): a spoken question, a typed one, or a
-    /// typed reply. Other items (system messages, function calls) are refused: instructions
-    /// go in `session.update`, and the engine's conversation is questions and replies.
+    /// A message a client adds (`item`, at `param`): a spoken question, a typed one, a typed
+    /// reply, a function call (a reply's, restored) or a tool's output. System messages are
+    /// refused: instructions go in `session.update`.
     pub(super) fn new_item(
         &self,
         item: &Map<String, Value>,
@@ -59,11 +59,16 @@ impl Socket {
     ) -> Result<Item, EventError> {
         let unsupported = |m: String| EventError::invalid("unsupported_item", m).at(param);
         let kind = item.get("type").and_then(Value::as_str).unwrap_or("");
-        if kind != "message" {
-            return Err(unsupported(format!(
-                "item type `{kind}` is not taken here: only messages (user questions, \
-                 assistant replies)"
-            )));
+        match kind {
+            "message" => {}
+            "function_call" => return function_call(item, param),
+            "function_call_output" => return function_output(item, param),
+            _ => {
+                return Err(unsupported(format!(
+                    "item type `{kind}` is not taken here: messages (user questions, assistant \
+                     replies), function_call and function_call_output"
+                )))
+            }
         }
         match item.get("role").and_then(Value::as_str).unwrap_or("") {
             "user" if typed::is_typed(item) => Ok(Item {
@@ -254,6 +259,49 @@ impl Socket {
             json!({"item_id": id}),
         )])
     }
+}
+
+/// A string field of an item, required.
+fn required_str<'a>(
+    item: &'a Map<String, Value>,
+    key: &str,
+    param: &str,
+) -> Result<&'a str, EventError> {
+    item.get(key).and_then(Value::as_str).ok_or_else(|| {
+        EventError::invalid("invalid_value", format!("the item needs `{key}`, a string"))
+            .at(format!("{param}.{key}"))
+    })
+}
+
+/// A `function_call` item a client adds (history it restores): `name`, `arguments` (a JSON
+/// object's text), `call_id`.
+fn function_call(item: &Map<String, Value>, param: &str) -> Result<Item, EventError> {
+    let name = required_str(item, "name", param)?;
+    let arguments = item
+        .get("arguments")
+        .and_then(Value::as_str)
+        .unwrap_or("{}");
+    call_arguments(arguments).map_err(|e| e.at(format!("{param}.arguments")))?;
+    Ok(Item {
+        id: item_id(item),
+        body: Body::FunctionCall {
+            call_id: required_str(item, "call_id", param)?.to_owned(),
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+            of_reply: false,
+        },
+    })
+}
+
+/// A `function_call_output` item: a tool's `output` for `call_id`.
+fn function_output(item: &Map<String, Value>, param: &str) -> Result<Item, EventError> {
+    Ok(Item {
+        id: item_id(item),
+        body: Body::FunctionOutput {
+            call_id: required_str(item, "call_id", param)?.to_owned(),
+            output: required_str(item, "output", param)?.to_owned(),
+        },
+    })
 }
 
 /// The id a client gave its item (kept: LiveKit matches its acks by it), or a fresh one.

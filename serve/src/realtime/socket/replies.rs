@@ -6,20 +6,21 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 
 use audio_engine::lfm2_audio::conversation::Artifact;
+use audio_engine::lfm2_audio::tools::{lists_tools, tool_system_prompt, ReplyPiece};
 use audio_engine::lfm2_audio::{AudioInput, Job, ReplyEvent, S2sOptions, S2sRequest};
 
 use crate::audio_io::{b64, pcm16};
 use crate::tasks::{max_tokens, record};
 use crate::work::{Finished, Msg};
 
-use super::super::conversation::{artifact_ms, request_of, Body, Conversation, Item};
+use super::super::conversation::{artifact_ms, request_of, Body, Conversation, Item, Place};
 use super::super::error::EventError;
-use super::super::events::{event, part, with};
+use super::super::events::{event, part, with, Names};
 use super::super::ids;
 use super::super::response::{CancelReason, Response, RunMsg, Seat, Shape};
 use super::super::session_config::{
     check_unused, parse_format, parse_max_tokens, parse_metadata, parse_modalities,
-    parse_tool_choice, parse_tools, parse_voice, Modality, OUTPUT_RATE,
+    parse_tool_choice, parse_tools, parse_voice, prompt_tools, Modality, OUTPUT_RATE,
 };
 use super::{Out, Socket};
 
@@ -93,8 +94,11 @@ impl Socket {
             metadata: Value::Null,
             voice: self.config.voice.clone(),
             max_output_tokens: None,
+            calls: false,
         };
         let mut input = None;
+        let (mut tools, mut tool_choice) =
+            (self.config.tools.clone(), self.config.tool_choice.clone());
         if let Some(p) = params {
             for key in ["max_output_tokens", "max_response_output_tokens"] {
                 if let Some(v) = p.get(key) {
@@ -148,10 +152,10 @@ impl Socket {
                 parse_format(f, "response.output_audio_format", &[OUTPUT_RATE])?;
             }
             if let Some(v) = p.get("tools") {
-                parse_tools(v, "response.tools")?;
+                tools = parse_tools(v, "response.tools")?;
             }
             if let Some(v) = p.get("tool_choice") {
-                parse_tool_choice(v, "response.tool_choice")?;
+                tool_choice = parse_tool_choice(v, "response.tool_choice")?;
             }
             check_unused(p, "response")?;
             if let Some(v) = p.get("input").filter(|v| !v.is_null()) {
@@ -160,12 +164,22 @@ impl Socket {
         }
         shape.max_output_tokens = limit;
         let d = S2sOptions::default();
+        let instructions = instructions.unwrap_or(d.system_prompt.clone());
+        let system_prompt = tool_system_prompt(&instructions, &prompt_tools(&tools, &tool_choice));
+        audio_engine::lfm2_audio::limits::check_system_prompt(&system_prompt).map_err(|e| {
+            EventError::invalid(
+                "invalid_value",
+                format!("the instructions with the tools: {e}"),
+            )
+            .at("tools")
+        })?;
+        shape.calls = lists_tools(&system_prompt);
         let s2s = S2sOptions {
             max_new_tokens: max_tokens(limit, d.max_new_tokens, self.state.settings.max_tokens)
                 .map_err(|e| {
                     EventError::invalid("invalid_value", e.message).at("max_output_tokens")
                 })?,
-            system_prompt: instructions.unwrap_or(d.system_prompt.clone()),
+            system_prompt,
             ..d
         };
         Ok(ResponseParams { s2s, shape, input })
@@ -351,19 +365,11 @@ impl Socket {
                 let text_only = r.shape.output == Modality::Text;
                 match ev {
                     ReplyEvent::Text(t) => {
-                        if let Some(Item {
-                            body: Body::Assistant { transcript, .. },
-                            ..
-                        }) = reply_item(&mut self.conv, r)
-                        {
-                            transcript.push(t.clone());
-                        }
-                        let kind = if text_only {
-                            self.names.text_delta()
-                        } else {
-                            self.names.transcript_delta()
+                        let pieces = match r.splitter.as_mut() {
+                            Some(splitter) => splitter.push(&t),
+                            None => vec![ReplyPiece::Text(t)],
                         };
-                        vec![event(kind, with(at, json!({"delta": t})))]
+                        reply_pieces(&mut self.conv, self.names, r, pieces)
                     }
                     // A text-only response's audio is generated (the model interleaves it
                     // with the text) and not sent.
@@ -404,6 +410,13 @@ impl Socket {
             return Vec::new();
         };
         record(&self.state, &f);
+        // The text held back as a possible call marker, or an unclosed call block.
+        let mut out = match r.splitter.as_mut().map(|s| s.finish()) {
+            Some(rest) if r.cancelled.is_none() => {
+                reply_pieces(&mut self.conv, self.names, &mut r, rest)
+            }
+            _ => Vec::new(),
+        };
         let model = self.entry.pool.model();
         let fmt = model.reply_format();
         let status = match (r.cancelled, f.ended) {
@@ -465,12 +478,14 @@ impl Socket {
             _ => Value::Null,
         };
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
+        let mut output = vec![item.clone()];
+        output.extend(r.calls.iter().map(Item::json));
         let mut response = self.response_json(
             &r.id,
             &r.shape,
             status,
             reason,
-            vec![item.clone()],
+            output,
             json!({
                 "total_tokens": f.prompt_positions + f.steps,
                 "input_tokens": f.prompt_positions,
@@ -491,7 +506,7 @@ impl Socket {
             "engine_ms": ms(f.engine_time),
             "wall_ms": ms(r.created.elapsed()),
         });
-        let mut out = if text_only {
+        out.extend(if text_only {
             let text = item["content"][0]["text"].clone();
             vec![
                 event(
@@ -519,7 +534,7 @@ impl Socket {
                     ),
                 ),
             ]
-        };
+        });
         out.push(event(
             "response.output_item.done",
             json!({"response_id": r.id, "output_index": 0, "item": item}),
@@ -566,6 +581,9 @@ impl Socket {
         };
         if r.detached.is_none() {
             let _ = self.conv.delete(&r.item_id);
+            for call in &r.calls {
+                let _ = self.conv.delete(&call.id);
+            }
         }
         // A turn waiting for this response is left for the client to answer with
         // response.create (its question stays in the conversation).
@@ -587,6 +605,110 @@ impl Socket {
     }
 }
 
+/// The events of a reply's text `pieces`: what it says as transcript (or text) deltas, and
+/// each call it makes as a `function_call` output item (after its message, in call order;
+/// in the conversation too unless the response is out of band).
+fn reply_pieces(
+    conv: &mut Conversation,
+    names: Names,
+    r: &mut Response,
+    pieces: Vec<ReplyPiece>,
+) -> Out {
+    let mut out = Vec::new();
+    for piece in pieces {
+        let calls = match piece {
+            ReplyPiece::Text(t) => {
+                out.push(said(conv, names, r, t));
+                continue;
+            }
+            ReplyPiece::Calls(Ok(calls)) => calls,
+            ReplyPiece::Calls(Err(e)) => {
+                // why as text: nothing the model wrote is lost, and a call it could not write
+                // is no call.
+                tracing::debug!("reply {}: {e}", r.id);
+                out.push(said(conv, names, r, e.text));
+                continue;
+            }
+        };
+        for call in calls {
+            let arguments = Value::Object(call.arguments).to_string();
+            let item = Item {
+                id: ids::fresh("item"),
+                body: Body::FunctionCall {
+                    call_id: ids::fresh("call"),
+                    name: call.name,
+                    arguments,
+                    of_reply: true,
+                },
+            };
+            out.extend(call_events(&r.id, 1 + r.calls.len(), &item));
+            if r.detached.is_none() {
+                let after = r.calls.last().map_or(&r.item_id, |c| &c.id).clone();
+                if let Ok(prev) = conv.insert(item.clone(), &Place::After(after)) {
+                    out.extend(names.item_events(&item.json(), prev.as_deref(), true));
+                }
+            }
+            r.calls.push(item);
+        }
+    }
+    out
+}
+
+/// Text the reply says: kept in its item's transcript, sent as a delta.
+fn said(conv: &mut Conversation, names: Names, r: &mut Response, t: String) -> Value {
+    if let Some(Item {
+        body: Body::Assistant { transcript, .. },
+        ..
+    }) = reply_item(conv, r)
+    {
+        transcript.push(t.clone());
+    }
+    let kind = if r.shape.output == Modality::Text {
+        names.text_delta()
+    } else {
+        names.transcript_delta()
+    };
+    event(kind, with(part(&r.id, &r.item_id), json!({"delta": t})))
+}
+
+/// The events of one `function_call` output item of response `response_id` at
+/// `output_index`: added (arguments empty), its arguments in one delta, done.
+fn call_events(response_id: &str, output_index: usize, item: &Item) -> Vec<Value> {
+    let Body::FunctionCall {
+        call_id,
+        name,
+        arguments,
+        ..
+    } = &item.body
+    else {
+        return Vec::new();
+    };
+    let done = item.json();
+    let mut added = done.clone();
+    added["status"] = json!("in_progress");
+    added["arguments"] = json!("");
+    let at = json!({"response_id": response_id, "item_id": item.id,
+                    "output_index": output_index, "call_id": call_id});
+    vec![
+        event(
+            "response.output_item.added",
+            json!({"response_id": response_id, "output_index": output_index, "item": added}),
+        ),
+        event(
+            "response.function_call_arguments.delta",
+            with(at.clone(), json!({"delta": arguments})),
+        ),
+        event(
+            "response.function_call_arguments.done",
+            with(at, json!({"name": name, "arguments": arguments})),
+        ),
+        event(
+            "response.output_item.done",
+            json!({"response_id": response_id, "output_index": output_index, "item": done}),
+        ),
+    ]
+}
+
 /// The item `r` writes: its detached one, or its item in `conv`.
 fn reply_item<'a>(conv: &'a mut Conversation, r: &'a mut Response) -> Option<&'a mut Item> {
     match r.detached.as_mut() {
@@ -600,5 +722,69 @@ pub(super) async fn next_run_msg(r: &mut Option<Response>) -> Option<RunMsg> {
     match r {
         Some(r) => r.rx.recv().await,
         None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use audio_engine::lfm2_audio::tools::CallSplitter;
+
+    /// A reply's streamed text with a call block split across pieces gives the call's
+    /// arguments as JSON, and its events name the same item, call and arguments.
+    #[test]
+    fn a_streamed_call_becomes_a_function_call_items_events() {
+        let mut splitter = CallSplitter::new();
+        let mut pieces = Vec::new();
+        for t in [
+            "Let me check. <|tool_",
+            "call_start|>[get_weather(city=\"Par",
+            "is\", days=2)]<|tool_call_end|>Done.",
+        ] {
+            pieces.extend(splitter.push(t));
+        }
+        pieces.extend(splitter.finish());
+        let mut said = String::new();
+        let mut calls = Vec::new();
+        for p in pieces {
+            match p {
+                ReplyPiece::Text(t) => said.push_str(&t),
+                ReplyPiece::Calls(c) => calls.extend(c.unwrap()),
+            }
+        }
+        assert_eq!(said, "Let me check. Done.");
+        assert_eq!(calls.len(), 1);
+        let item = Item {
+            id: "item_c".into(),
+            body: Body::FunctionCall {
+                call_id: "call_x".into(),
+                name: calls[0].name.clone(),
+                arguments: Value::Object(calls[0].arguments.clone()).to_string(),
+                of_reply: true,
+            },
+        };
+        let ev = call_events("resp_1", 1, &item);
+        let kinds: Vec<&str> = ev.iter().map(|e| e["type"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "response.output_item.added",
+                "response.function_call_arguments.delta",
+                "response.function_call_arguments.done",
+                "response.output_item.done",
+            ]
+        );
+        assert_eq!(ev[0]["item"]["status"], "in_progress");
+        assert_eq!(ev[0]["item"]["type"], "function_call");
+        let args: Value = serde_json::from_str(ev[2]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(args, json!({"city": "Paris", "days": 2}));
+        assert_eq!(ev[1]["delta"], ev[2]["arguments"]);
+        for e in &ev[1..3] {
+            assert_eq!(e["item_id"], "item_c");
+            assert_eq!(e["call_id"], "call_x");
+            assert_eq!(e["output_index"], 1);
+        }
+        assert_eq!(ev[2]["name"], "get_weather");
+        assert_eq!(ev[3]["item"]["status"], "completed");
     }
 }

@@ -10,6 +10,7 @@ use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::generation::reply::ReplyStep;
 use crate::lfm2_audio::io::audio::{load_wav_bytes_16k, ReadOptions};
 use crate::lfm2_audio::text::tokenizer::Tokenizer;
+use crate::lfm2_audio::text::tools::tool_response;
 
 use super::artifact::{check_reply_meta, decode_checked, Artifact, ArtifactKind, Reply};
 use super::artifact::{ReplyFormat, ReplyMeta, QUESTION_ID, REPLY_ID};
@@ -135,6 +136,9 @@ pub enum Question {
     Audio(Vec<f32>),
     /// The typed text's token ids (control-token text recognised, as `ChatState.add_text`).
     Text(Vec<u32>),
+    /// A tool's result (a turn of role `tool`, after a reply): its turn text's token ids, the
+    /// output between the response markers ([`tool_response`]).
+    Tool(Vec<u32>),
 }
 
 impl Question {
@@ -143,6 +147,7 @@ impl Question {
         match self {
             Question::Audio(_) => QuestionLayout::Audio { rows },
             Question::Text(ids) => QuestionLayout::Text(ids.clone()),
+            Question::Tool(ids) => QuestionLayout::Tool(ids.clone()),
         }
     }
 }
@@ -182,6 +187,11 @@ pub fn is_text(art: &Artifact) -> bool {
         || art.meta.get("format").and_then(|v| v.as_str()) == Some("text")
 }
 
+/// Whether a question artifact is a tool's result: text with meta `role` = `tool`.
+pub fn is_tool_result(art: &Artifact) -> bool {
+    is_text(art) && art.meta.get("role").and_then(|v| v.as_str()) == Some("tool")
+}
+
 fn utf8<'a>(art: &'a Artifact, what: &str) -> Result<&'a str, EngineError> {
     std::str::from_utf8(&art.payload)
         .map_err(|e| invalid(format!("{what} is text but not UTF-8: {e}")))
@@ -193,8 +203,8 @@ fn invalid(msg: String) -> EngineError {
 
 /// Reads the earlier turns from a request's input artifacts: per turn, in order, an
 /// [`QUESTION_ID`] (WAV bytes, kind custom or audio; or UTF-8 text, kind text or meta
-/// `format` = `text`) and the [`REPLY_ID`] that turn returned (or a typed reply, UTF-8 text
-/// marked the same way). A question after the last reply is the pending question
+/// `format` = `text`; a tool's result is such text with meta `role` = `tool`, after a reply)
+/// and the [`REPLY_ID`] that turn returned (or a typed reply, UTF-8 text marked the same way). A question after the last reply is the pending question
 /// ([`History::pending`]).
 ///
 /// Every artifact's id, order and reply meta is checked first, and the limit with them: each
@@ -233,6 +243,30 @@ pub fn read_history(
                         ArtifactKind::Custom.name(),
                         ArtifactKind::Text.name()
                     )));
+                }
+                if let Some(role) = art.meta.get("role") {
+                    match role.as_str() {
+                        Some("user") => {}
+                        Some("tool") if !is_text(art) => {
+                            return Err(invalid(format!(
+                                "turn {turn}'s {QUESTION_ID} (input artifact {i}) has role \
+                                 `tool` but is not text: a tool's result is its output as text"
+                            )));
+                        }
+                        Some("tool") if metas.is_empty() => {
+                            return Err(invalid(format!(
+                                "input artifact {i} is a tool's result (role `tool`) with no \
+                                 reply before it: a tool's result answers an earlier reply"
+                            )));
+                        }
+                        Some("tool") => {}
+                        _ => {
+                            return Err(invalid(format!(
+                                "turn {turn}'s {QUESTION_ID} (input artifact {i}) has role \
+                                 {role}; a question's role is `user` (the default) or `tool`"
+                            )));
+                        }
+                    }
                 }
                 open_question = Some(i);
             }
@@ -283,6 +317,12 @@ pub fn read_history(
     let question = |t: usize, q: usize| -> Result<Question, EngineError> {
         let what = format!("turn {t}'s {QUESTION_ID} (input artifact {q})");
         let art = &artifacts[q];
+        if is_tool_result(art) {
+            let output = utf8(art, &what)?;
+            return Ok(Question::Tool(
+                cfg.tokenizer.encode(&tool_response(output), true),
+            ));
+        }
         if is_text(art) {
             return Ok(Question::Text(
                 cfg.tokenizer.encode(utf8(art, &what)?, true),

@@ -26,8 +26,8 @@ pub use artifact::{
     REPLY_FORMAT, REPLY_ID, REPLY_META_KEYS,
 };
 pub use history::{
-    check_room, is_text, read_history, ConversationBudget, History, HistoryConfig, Question, Turn,
-    CONVERSATION_LIMIT,
+    check_room, is_text, is_tool_result, read_history, ConversationBudget, History, HistoryConfig,
+    Question, Turn, CONVERSATION_LIMIT,
 };
 pub use prompt::{ChatMarkup, QuestionLayout};
 pub use truncate::{reply_audio_ms, truncate_reply, FRAME_MS};

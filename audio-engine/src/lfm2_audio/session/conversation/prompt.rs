@@ -7,7 +7,9 @@
 //! new question audio + `<|im_end|>\n<|im_start|>assistant\n` (the markup from the text layer's
 //! `template`, the one copy of the chat template), each markup piece tokenized on its own as the
 //! text layer's `PromptBuilder` does. A typed question's text takes the place of
-//! its audio, tokenized on its own as `ChatState.add_text` does (`QuestionLayout`).
+//! its audio, tokenized on its own as `ChatState.add_text` does (`QuestionLayout`). A tool's
+//! result is a turn of role `tool` after the reply that called it: the markup after that reply
+//! opens `<|im_start|>tool\n` instead of the user's turn.
 
 use crate::lfm2_audio::error::EngineError;
 use crate::lfm2_audio::text::prompt::{Prompt, PromptPiece};
@@ -27,6 +29,8 @@ pub enum QuestionLayout {
     },
     /// The text's tokens.
     Text(Vec<u32>),
+    /// A tool's result (its turn text's tokens), after a reply.
+    Tool(Vec<u32>),
 }
 
 impl QuestionLayout {
@@ -34,7 +38,7 @@ impl QuestionLayout {
     pub fn steps(&self) -> usize {
         match self {
             QuestionLayout::Audio { rows } => *rows,
-            QuestionLayout::Text(ids) => ids.len(),
+            QuestionLayout::Text(ids) | QuestionLayout::Tool(ids) => ids.len(),
         }
     }
 }
@@ -56,6 +60,8 @@ pub struct ChatMarkup {
     to_assistant: Vec<Vec<u32>>,
     /// `<|im_end|>\n`, `<|im_start|>user\n`: after each earlier reply.
     to_user: Vec<Vec<u32>>,
+    /// `<|im_end|>\n`, `<|im_start|>tool\n`: after a reply whose next turn is a tool's result.
+    to_tool: Vec<Vec<u32>>,
 }
 
 fn steps_of(pieces: &[Vec<u32>]) -> usize {
@@ -76,12 +82,16 @@ impl ChatMarkup {
             ],
             to_assistant: vec![enc(TURN_END), enc(&Role::Assistant.open())],
             to_user: vec![enc(TURN_END), enc(&Role::User.open())],
+            to_tool: vec![enc(TURN_END), enc(&Role::Tool.open())],
         }
     }
 
-    /// Markup steps of a prompt with `turns` earlier turns (replies and audio not counted).
+    /// Markup steps of a prompt with `turns` earlier turns (replies and audio not counted): at
+    /// least that many, as a turn's closing markup is the shorter of the user's and the tool's
+    /// where the next turn's role is not known yet.
     pub fn markup_steps(&self, turns: usize) -> usize {
-        let per_turn = steps_of(&self.to_assistant) + steps_of(&self.to_user);
+        let to_next = steps_of(&self.to_user).min(steps_of(&self.to_tool));
+        let per_turn = steps_of(&self.to_assistant) + to_next;
         steps_of(&self.head)
             .saturating_add(per_turn.saturating_mul(turns))
             .saturating_add(steps_of(&self.to_assistant))
@@ -166,6 +176,16 @@ impl ChatMarkup {
         self.lay_out(fmt, &replies, questions)
     }
 
+    /// Refuses a tool's result where no reply comes before it (the first question).
+    fn check_roles(questions: &[QuestionLayout]) -> Result<(), EngineError> {
+        if let Some(QuestionLayout::Tool(_)) = questions.first() {
+            return Err(EngineError::Invariant(
+                "chat prompt: a tool's result as the first turn".into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// The head alone (`<|startoftext|>`, the system turn, `<|im_start|>user\n`): the first
     /// chunk of every prompt [`ChatMarkup::build`] makes, which a session prefills ahead before
     /// its first request.
@@ -183,6 +203,7 @@ impl ChatMarkup {
         replies: &[&Reply],
         questions: &[QuestionLayout],
     ) -> Result<Prompt, EngineError> {
+        Self::check_roles(questions)?;
         let markup = |chunk: &mut Vec<PromptPiece>, markup: &[Vec<u32>]| {
             chunk.extend(markup.iter().cloned().map(PromptPiece::Text));
         };
@@ -202,7 +223,9 @@ impl ChatMarkup {
                     });
                     first = first.saturating_add(*rows);
                 }
-                QuestionLayout::Text(ids) => chunk.push(PromptPiece::Text(ids.clone())),
+                QuestionLayout::Text(ids) | QuestionLayout::Tool(ids) => {
+                    chunk.push(PromptPiece::Text(ids.clone()))
+                }
             }
             markup(&mut chunk, &self.to_assistant);
             chunks.push(std::mem::take(&mut chunk));
@@ -227,7 +250,12 @@ impl ChatMarkup {
             if !run.is_empty() {
                 chunk.push(PromptPiece::Text(run));
             }
-            markup(&mut chunk, &self.to_user);
+            // why the next turn's role here: the markup that opens it ends this reply's chunk.
+            let next = match questions.get(q + 1) {
+                Some(QuestionLayout::Tool(_)) => &self.to_tool,
+                _ => &self.to_user,
+            };
+            markup(&mut chunk, next);
             chunks.push(std::mem::take(&mut chunk));
         }
         Ok(Prompt::from_chunks(chunks))
