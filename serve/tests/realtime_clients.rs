@@ -503,9 +503,10 @@ async fn livekit_without_turn_detection_commits_generates_and_interrupts() {
         last["instructions"], "Answer in one short sentence.",
         "{last}"
     );
-    // Its tools are kept and echoed (not given to the model yet).
+    // Its tools are echoed and listed in the system turn (below).
     assert_eq!(last["tools"][0]["name"], "get_weather", "{last}");
     assert_eq!(last["tools"][0]["type"], "function", "{last}");
+    let tools: Vec<Value> = last["tools"].as_array().unwrap().clone();
     // Each response.create's metadata comes back on its response.created and response.done.
     let creates = sent(&report, "response.create");
     let created = received(&report, "response.created");
@@ -529,9 +530,14 @@ async fn livekit_without_turn_detection_commits_generates_and_interrupts() {
         done[1]["response"]["status_details"]["reason"],
         "client_cancelled"
     );
-    // The first reply is the library's S2S of the committed question with those instructions.
+    // The first reply is the library's S2S of the committed question with those instructions
+    // and the tools in LFM2's form after them.
     let got = std::fs::read(dir.join("reply.pcm")).unwrap();
-    let want = library_replies(vec![wav_24k(&q)], Some("Answer in one short sentence.")).await;
+    let system = audio_engine::lfm2_audio::tools::tool_system_prompt(
+        "Answer in one short sentence.",
+        &tools,
+    );
+    let want = library_replies(vec![wav_24k(&q)], Some(&system)).await;
     assert_eq!(got.len(), want[0].len());
     assert!(got == want[0], "LiveKit's audio differs from the library's");
     srv.shutdown().await.unwrap();

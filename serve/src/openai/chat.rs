@@ -13,8 +13,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use audio_engine::lfm2_audio::tools::{tool_system_prompt, CallSplitter, ReplyPiece, ToolCall};
 use audio_engine::lfm2_audio::{
-    AudioInput, ReplyEvent, Request, RequestContext, Task, RETURN_CODES,
+    AudioInput, ReplyEvent, Request, RequestContext, S2sOptions, Task, RETURN_CODES,
 };
 
 use crate::audio_io::{b64, pcm16, wav16};
@@ -64,7 +65,14 @@ pub async fn chat(
     )?;
     // why: a transcription has no audio to send.
     let want_audio = want_audio && route != Route::Asr;
-    let reply = Completion::new(entry.cfg.id.clone(), want_audio, audio_format, liquid);
+    let tools = route == Route::S2s && !b.prompt_tools()?.is_empty();
+    let reply = Completion::new(
+        entry.cfg.id.clone(),
+        want_audio,
+        audio_format,
+        liquid,
+        tools,
+    );
     let permit = match b.stream == Some(true) {
         true => Some(state.stream_permit()?),
         false => None,
@@ -106,11 +114,28 @@ fn chat_job(
     let first = match (history.first(), &question) {
         (Some(a), _) => a.payload.clone(),
         (None, Question::Spoken(wav)) => wav.clone(),
-        (None, Question::Typed(text)) => text.as_bytes().to_vec(),
+        (None, Question::Typed(text) | Question::Tool(text)) => text.as_bytes().to_vec(),
     };
+    let mut history = history;
     let (audio, text) = match question {
         Question::Spoken(wav) => (Some(AudioInput::Wav(wav)), None),
         Question::Typed(text) => (None, Some(text)),
+        // why in the history: the engine asks a history's trailing question, and a tool's
+        // result is such a question of role tool.
+        tool @ Question::Tool(_) => {
+            history.push(tool.into_artifact());
+            (None, None)
+        }
+    };
+    // The tools go in the system turn, after the instructions (the engine's S2S prompt when the
+    // body has none).
+    let tools = b.prompt_tools()?;
+    let system = match (system, tools.is_empty()) {
+        (system, true) => system,
+        (system, false) => Some(tool_system_prompt(
+            &system.unwrap_or_else(|| S2sOptions::default().system_prompt),
+            &tools,
+        )),
     };
     let key = conversation_key(headers, Some(&first));
     let mut options = sampling_options(
@@ -145,10 +170,18 @@ struct Completion {
     audio_format: String,
     /// Liquid's dialect: streamed audio also as `audio_chunk` (float32).
     liquid: bool,
+    /// Whether the prompt listed tools: the reply's calls are split from its text.
+    tools: bool,
 }
 
 impl Completion {
-    fn new(model: String, want_audio: bool, audio_format: String, liquid: bool) -> Completion {
+    fn new(
+        model: String,
+        want_audio: bool,
+        audio_format: String,
+        liquid: bool,
+        tools: bool,
+    ) -> Completion {
         Completion {
             id: format!("chatcmpl-{}", IDS.fetch_add(1, Ordering::Relaxed)),
             audio_id: format!("audio-{}", IDS.fetch_add(1, Ordering::Relaxed)),
@@ -157,6 +190,7 @@ impl Completion {
             want_audio,
             audio_format,
             liquid,
+            tools,
         }
     }
 
@@ -175,7 +209,14 @@ impl Completion {
 
     /// The `chat.completion` of a finished turn that took `wall`.
     fn completion(&self, o: &Finished, wall: Duration) -> Value {
-        let mut message = json!({"role": "assistant", "content": o.text, "refusal": null});
+        let (said, calls) = match self.tools {
+            true => split_calls(&o.text),
+            false => (o.text.clone(), Vec::new()),
+        };
+        let mut message = json!({"role": "assistant", "content": said, "refusal": null});
+        if !calls.is_empty() {
+            message["tool_calls"] = Value::Array(calls.iter().map(|c| c.json(None)).collect());
+        }
         if self.want_audio {
             let data = if self.audio_format == "pcm16" {
                 pcm16(&o.audio)
@@ -184,7 +225,7 @@ impl Completion {
             };
             message["audio"] = json!({
                 "id": self.audio_id, "data": b64(&data), "expires_at": self.created + 3600,
-                "transcript": o.text, "format": self.audio_format, "sample_rate": 24_000,
+                "transcript": said, "format": self.audio_format, "sample_rate": 24_000,
             });
         }
         if let Some(a) = &o.artifact {
@@ -192,7 +233,8 @@ impl Completion {
         }
         json!({
             "id": self.id, "object": "chat.completion", "created": self.created, "model": self.model,
-            "choices": [{"index": 0, "message": message, "finish_reason": Self::finish_reason(o), "logprobs": null}],
+            "choices": [{"index": 0, "message": message, "logprobs": null,
+                         "finish_reason": if calls.is_empty() { Self::finish_reason(o) } else { "tool_calls" }}],
             "usage": Self::usage(o),
             "lfm2_audio": {"resumed_prefill_positions": o.resumed_prefill_positions,
                            "reused_questions": o.reused_questions, "session_slot": o.slot,
@@ -230,6 +272,8 @@ impl Completion {
     fn chunks(self, state: Arc<AppState>) -> impl FnMut(Msg, &mut SseCtx) -> (Vec<u8>, bool) {
         let mut started = false;
         let mut streamed_text = false;
+        let mut splitter = self.tools.then(CallSplitter::new);
+        let mut calls = 0usize;
         move |m, ctx| {
             let mut out = Vec::new();
             if !started {
@@ -240,7 +284,11 @@ impl Completion {
             let done = match m {
                 Msg::Event(ReplyEvent::Text(t)) => {
                     streamed_text = true;
-                    out.extend(sse_frame(&self.chunk(json!({"content": t}), None)));
+                    let pieces = match splitter.as_mut() {
+                        Some(s) => s.push(&t),
+                        None => vec![ReplyPiece::Text(t)],
+                    };
+                    out.extend(self.piece_frames(pieces, &mut calls));
                     false
                 }
                 Msg::Event(ReplyEvent::Audio(s)) => {
@@ -256,12 +304,19 @@ impl Completion {
                 }
                 Msg::Done(Ok(o)) => {
                     record(&state, &o);
+                    if let Some(s) = splitter.as_mut() {
+                        out.extend(self.piece_frames(s.finish(), &mut calls));
+                    }
                     // why: a transcription (Liquid's `Perform ASR.`) has its text only at the
                     // end; a client reading `content` deltas must still get it.
                     if !streamed_text && !o.text.is_empty() {
                         out.extend(sse_frame(&self.chunk(json!({"content": o.text}), None)));
                     }
-                    out.extend(sse_frame(&self.last_chunk(&o, ctx.ttft)));
+                    let mut last = self.last_chunk(&o, ctx.ttft);
+                    if calls > 0 {
+                        last["choices"][0]["finish_reason"] = json!("tool_calls");
+                    }
+                    out.extend(sse_frame(&last));
                     out.extend_from_slice(b"data: [DONE]\n\n");
                     true
                 }
@@ -276,6 +331,78 @@ impl Completion {
     }
 }
 
+impl Completion {
+    /// The chunks of a streamed reply's text pieces: `content` deltas for what it says, a
+    /// `tool_calls` delta per call (`calls` counts them, for their `index`).
+    fn piece_frames(&self, pieces: Vec<ReplyPiece>, calls: &mut usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        for piece in pieces {
+            match piece {
+                ReplyPiece::Text(t) => {
+                    out.extend(sse_frame(&self.chunk(json!({"content": t}), None)))
+                }
+                ReplyPiece::Calls(Ok(list)) => {
+                    for call in list {
+                        let c = Call::new(call).json(Some(*calls));
+                        *calls += 1;
+                        out.extend(sse_frame(&self.chunk(json!({"tool_calls": [c]}), None)));
+                    }
+                }
+                // why as text: a block that is not a list of calls is no call, and nothing the
+                // model wrote is lost.
+                ReplyPiece::Calls(Err(e)) => {
+                    out.extend(sse_frame(&self.chunk(json!({"content": e.text}), None)))
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A call of the reply, as chat completions show it.
+struct Call {
+    id: String,
+    call: ToolCall,
+}
+
+impl Call {
+    fn new(call: ToolCall) -> Call {
+        Call {
+            id: format!("call_{}", IDS.fetch_add(1, Ordering::Relaxed)),
+            call,
+        }
+    }
+
+    /// `{"id", "type": "function", "function": {"name", "arguments"}}`, with `index` in a
+    /// streamed delta.
+    fn json(&self, index: Option<usize>) -> Value {
+        let mut v = json!({"id": self.id, "type": "function", "function": {
+            "name": self.call.name,
+            "arguments": Value::Object(self.call.arguments.clone()).to_string()}});
+        if let Some(i) = index {
+            v["index"] = json!(i);
+        }
+        v
+    }
+}
+
+/// A whole reply's text split into what it says and its calls (an unreadable block stays
+/// text).
+fn split_calls(text: &str) -> (String, Vec<Call>) {
+    let mut s = CallSplitter::new();
+    let mut pieces = s.push(text);
+    pieces.extend(s.finish());
+    let (mut said, mut calls) = (String::new(), Vec::new());
+    for p in pieces {
+        match p {
+            ReplyPiece::Text(t) => said.push_str(&t),
+            ReplyPiece::Calls(Ok(list)) => calls.extend(list.into_iter().map(Call::new)),
+            ReplyPiece::Calls(Err(e)) => said.push_str(&e.text),
+        }
+    }
+    (said, calls)
+}
+
 /// The JSON body checked as [`chat`] checks it before a model is involved (`limit` as the
 /// server's `max_tokens`).
 pub(super) fn check(body: Result<Bytes, BytesRejection>, limit: usize) -> Result<(), ApiError> {
@@ -286,4 +413,28 @@ pub(super) fn check(body: Result<Bytes, BytesRejection>, limit: usize) -> Result
     let ctx = test_context(limit);
     chat_job(&HeaderMap::new(), &b, conversation, route, &ctx)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reply_with_a_call_block_splits_into_content_and_tool_calls() {
+        let (said, calls) = split_calls(
+            "<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>Checking.",
+        );
+        assert_eq!(said, "Checking.");
+        assert_eq!(calls.len(), 1);
+        let j = calls[0].json(Some(0));
+        assert_eq!(j["type"], "function");
+        assert_eq!(j["index"], 0);
+        assert_eq!(j["function"]["name"], "get_weather");
+        assert_eq!(j["function"]["arguments"], "{\"city\":\"Paris\"}");
+        // No block: all text; an unreadable one stays text.
+        assert_eq!(split_calls("Hello.").0, "Hello.");
+        let (said, calls) = split_calls("<|tool_call_start|>not a call<|tool_call_end|>ok");
+        assert!(calls.is_empty());
+        assert_eq!(said, "not a callok");
+    }
 }

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use audio_engine::lfm2_audio::conversation::REPLY_ID;
+use audio_engine::lfm2_audio::tools::{write_calls, ToolCall};
 use audio_engine::lfm2_audio::{Artifact, ArtifactKind, QUESTION_ID};
 
 use crate::artifact_limits::ArtifactTally;
@@ -49,6 +50,56 @@ pub(super) struct ChatBody {
     /// Liquid's dialect ([`super::liquid`]): `true` (the only value taken here).
     #[serde(default)]
     pub(super) reset_context: Option<bool>,
+    /// Function tools, listed in the system turn in LFM2's form (see [`prompt_tools`]).
+    #[serde(default)]
+    tools: Option<Vec<Value>>,
+    /// `"auto"`, `"none"` (the tools are left out), `"required"` or a named function (both
+    /// taken as `"auto"`: the model decides).
+    #[serde(default)]
+    tool_choice: Option<Value>,
+    #[serde(default)]
+    parallel_tool_calls: Option<bool>,
+}
+
+impl ChatBody {
+    /// The function tools that go into the prompt: none without `tools` or with `tool_choice`
+    /// `"none"`; each a `{"type": "function", "function": {...}}` or a bare definition.
+    pub(super) fn prompt_tools(&self) -> Result<Vec<Value>, ApiError> {
+        let _ = self.parallel_tool_calls;
+        let tools = self.tools.clone().unwrap_or_default();
+        for (i, t) in tools.iter().enumerate() {
+            let f = t.get("function").unwrap_or(t);
+            if !f
+                .get("name")
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty())
+            {
+                return Err(ApiError::invalid(format!(
+                    "tools[{i}]: a function tool needs a `name` (in `function`)"
+                )));
+            }
+            if t.get("type")
+                .and_then(Value::as_str)
+                .is_some_and(|k| k != "function")
+            {
+                return Err(ApiError::invalid(format!(
+                    "tools[{i}]: only function tools are taken"
+                )));
+            }
+        }
+        match &self.tool_choice {
+            None | Some(Value::Null) => Ok(tools),
+            Some(Value::String(c)) if c == "none" => Ok(Vec::new()),
+            Some(Value::String(c)) if c == "auto" || c == "required" => Ok(tools),
+            Some(Value::Object(o)) if o.get("type").and_then(Value::as_str) == Some("function") => {
+                Ok(tools)
+            }
+            Some(other) => Err(ApiError::invalid(format!(
+                "tool_choice is \"none\", \"auto\", \"required\" or {{\"type\": \"function\", \
+                 ...}}, not {other}"
+            ))),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -74,6 +125,13 @@ struct ChatMessage {
     lfm2_audio_reply: Option<ArtifactIn>,
     #[serde(default)]
     name: Option<String>,
+    /// An assistant message's calls (`[{"id", "type": "function", "function": {"name",
+    /// "arguments"}}]`).
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
+    /// A tool message's call (taken, not needed: the outputs follow their reply in order).
+    #[serde(default)]
+    tool_call_id: Option<String>,
 }
 
 /// A user message's question: spoken (WAV bytes) or typed (its text).
@@ -83,20 +141,27 @@ pub(super) enum Question {
     Spoken(Vec<u8>),
     /// String content, or the message's `text` parts joined by newlines.
     Typed(String),
+    /// Tool messages after a reply (their contents joined by newlines): a turn of role `tool`.
+    Tool(String),
 }
 
 impl Question {
     /// The history artifact of the question once a reply follows it.
-    fn into_artifact(self) -> Artifact {
+    pub(super) fn into_artifact(self) -> Artifact {
+        let mut meta = BTreeMap::new();
         let (kind, payload) = match self {
             Question::Spoken(wav) => (ArtifactKind::Custom, wav),
             Question::Typed(text) => (ArtifactKind::Text, text.into_bytes()),
+            Question::Tool(text) => {
+                meta.insert("role".into(), Value::from("tool"));
+                (ArtifactKind::Text, text.into_bytes())
+            }
         };
         Artifact {
             id: QUESTION_ID.into(),
             kind,
             payload,
-            meta: BTreeMap::new(),
+            meta,
         }
     }
 }
@@ -268,6 +333,7 @@ fn declared_history(messages: &[ChatMessage]) -> ArtifactTally {
     for m in messages {
         match m.role.as_str() {
             "user" => question = declared_bytes(m),
+            "tool" => question += declared_bytes(m),
             "assistant" => {
                 t.add(std::mem::take(&mut question));
                 t.add(match m.lfm2_audio_reply.as_ref() {
@@ -308,59 +374,107 @@ pub(super) fn chat_conversation(b: &ChatBody) -> Result<Conversation, ApiError> 
                     }
                 })
             }
-            "user" if expect_user => {
+            "user" if expect_user && question.is_none() => {
                 question = Some(user_question(m, i)?);
                 expect_user = false;
             }
-            "assistant" if !expect_user => {
-                let _ = &m.audio;
-                // why the artifact first: a client echoing a spoken reply sends its transcript
-                // as content too, and the reply's steps (codes included) are what was said.
-                let reply = match (m.lfm2_audio_reply.clone(), assistant_text(m, i)?) {
-                    (Some(mut reply), _) => {
-                        if reply.id.is_empty() {
-                            reply.id = REPLY_ID.into();
-                        }
-                        artifacts_in(&[reply], None)?
-                    }
-                    (None, Some(text)) => vec![Artifact {
-                        id: REPLY_ID.into(),
-                        kind: ArtifactKind::Text,
-                        payload: text.into_bytes(),
-                        meta: BTreeMap::new(),
-                    }],
-                    (None, None) => {
-                        return Err(ApiError::invalid(format!(
-                            "messages[{i}]: an earlier assistant turn must carry the \
-                             `lfm2_audio_reply` its response returned, or text content (a \
-                             text-only reply)"
-                        )))
-                    }
+            "tool" if expect_user && !history.is_empty() => {
+                let _ = &m.tool_call_id;
+                let output = match assistant_text(m, i)? {
+                    Some(t) => t,
+                    None => m.content.as_ref().map(Value::to_string).unwrap_or_default(),
                 };
-                let q = question.take().ok_or_else(|| {
-                    ApiError::internal("an assistant turn without its user question")
-                })?;
-                history.push(q.into_artifact());
-                history.extend(reply);
+                question = Some(match question.take() {
+                    Some(Question::Tool(before)) => Question::Tool(format!("{before}\n{output}")),
+                    _ => Question::Tool(output),
+                });
+            }
+            "assistant" if !expect_user || matches!(question, Some(Question::Tool(_))) => {
+                history.extend(reply_turn(m, i, question.take())?);
                 expect_user = true;
             }
             r => {
                 return Err(ApiError::invalid(format!(
                     "messages[{i}]: role `{r}` out of order (expected [system] then user and \
-                     assistant in turn, ending with user)"
+                     assistant in turn, tool messages after an assistant, ending with user or \
+                     tool)"
                 )))
             }
         }
     }
     let question = match (question, expect_user) {
         (Some(q), false) => q,
+        (Some(q @ Question::Tool(_)), true) => q,
         _ => {
             return Err(ApiError::invalid(
-                "the last message must be a user message (input_audio or text)",
+                "the last message must be a user message (input_audio or text) or a tool's",
             ))
         }
     };
     Ok((system, history, question))
+}
+
+/// An assistant message `m` (at `i`) and the `question` it answers, as history artifacts: its
+/// `lfm2_audio_reply`, else a typed reply of its calls (in the model's form) and text.
+fn reply_turn(
+    m: &ChatMessage,
+    i: usize,
+    question: Option<Question>,
+) -> Result<Vec<Artifact>, ApiError> {
+    let _ = &m.audio;
+    let calls = written_calls(m, i)?;
+    // why the artifact first: a client echoing a spoken reply sends its transcript as content
+    // too, and the reply's steps (codes included) are what was said.
+    let reply = match (m.lfm2_audio_reply.clone(), assistant_text(m, i)?) {
+        (Some(mut reply), _) => {
+            if reply.id.is_empty() {
+                reply.id = REPLY_ID.into();
+            }
+            artifacts_in(&[reply], None)?
+        }
+        (None, text) if text.is_some() || !calls.is_empty() => vec![Artifact {
+            id: REPLY_ID.into(),
+            kind: ArtifactKind::Text,
+            payload: format!("{calls}{}", text.unwrap_or_default()).into_bytes(),
+            meta: BTreeMap::new(),
+        }],
+        (None, _) => {
+            return Err(ApiError::invalid(format!(
+                "messages[{i}]: an earlier assistant turn must carry the `lfm2_audio_reply` \
+                 its response returned, or text content or tool_calls (a text-only reply)"
+            )))
+        }
+    };
+    let q = question
+        .ok_or_else(|| ApiError::internal("an assistant turn without its user question"))?;
+    let mut out = vec![q.into_artifact()];
+    out.extend(reply);
+    Ok(out)
+}
+
+/// An assistant message's `tool_calls` in the model's call form (empty without calls).
+fn written_calls(m: &ChatMessage, i: usize) -> Result<String, ApiError> {
+    let Some(list) = m.tool_calls.as_ref().filter(|l| !l.is_empty()) else {
+        return Ok(String::new());
+    };
+    let mut calls = Vec::with_capacity(list.len());
+    for (j, c) in list.iter().enumerate() {
+        let bad = |what: &str| ApiError::invalid(format!("messages[{i}].tool_calls[{j}]: {what}"));
+        let f = c.get("function").ok_or_else(|| bad("needs `function`"))?;
+        let name = f
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| bad("needs `function.name`"))?;
+        let args = f.get("arguments").and_then(Value::as_str).unwrap_or("{}");
+        let Ok(Value::Object(arguments)) = serde_json::from_str::<Value>(args) else {
+            return Err(bad("`function.arguments` must be a JSON object's text"));
+        };
+        calls.push(ToolCall {
+            name: name.to_owned(),
+            arguments,
+        });
+    }
+    Ok(write_calls(&calls))
 }
 
 #[cfg(test)]
@@ -381,6 +495,50 @@ mod tests {
     fn spoken() -> Value {
         json!({"role": "user", "content": [
             {"type": "input_audio", "input_audio": {"data": wav_b64(), "format": "wav"}}]})
+    }
+
+    #[test]
+    fn tool_calls_and_tool_messages_are_a_reply_and_a_tool_turn() {
+        let call = json!({"id": "call_1", "type": "function",
+            "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}});
+        let (_, history, q) = conversation(json!([
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": null, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "21 C"},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+        ]))
+        .unwrap();
+        assert_eq!(history.len(), 2);
+        assert_eq!(
+            history[1].payload,
+            b"<|tool_call_start|>[get_weather(city=\"Paris\")]<|tool_call_end|>"
+        );
+        assert_eq!(q, Question::Tool("21 C\nsunny".into()));
+        let art = q.into_artifact();
+        assert_eq!(art.meta.get("role"), Some(&json!("tool")));
+        // The tool's turn answered, then a user question.
+        let (_, history, _) = conversation(json!([
+            {"role": "user", "content": "Weather?"},
+            {"role": "assistant", "tool_calls": [call], "content": "Checking."},
+            {"role": "tool", "tool_call_id": "call_1", "content": "21 C"},
+            {"role": "assistant", "content": "It is 21 C."},
+            {"role": "user", "content": "Thanks."},
+        ]))
+        .unwrap();
+        assert_eq!(history.len(), 4);
+        assert_eq!(history[2].meta.get("role"), Some(&json!("tool")));
+        // Out of order: a tool message with no reply before it, a user message after a tool's.
+        for bad in [
+            json!([{"role": "tool", "content": "x"}]),
+            json!([{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}]),
+            json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+                   {"role": "tool", "content": "x"}, {"role": "user", "content": "c"}]),
+            json!([{"role": "user", "content": "a"},
+                   {"role": "assistant", "tool_calls": [{"function": {"name": "f",
+                       "arguments": "[1]"}}]}, {"role": "user", "content": "c"}]),
+        ] {
+            assert!(conversation(bad.clone()).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -133,6 +133,9 @@ pub(super) fn task_request(
         (Route::Tts(_), Question::Spoken(_)) => Err(ApiError::invalid(
             "`Perform TTS.` speaks text: the user message needs text content",
         )),
+        (_, Question::Tool(_)) => Err(ApiError::invalid(
+            "Liquid's ASR and TTS routes take no tool messages",
+        )),
         (Route::S2s, _) => Err(ApiError::internal("a speech-to-speech body as a task")),
     }
 }
