@@ -705,3 +705,73 @@ async fn text_turns_give_the_librarys_bytes() {
     .contains("lfm2_audio_reply"));
     srv.shutdown().await.unwrap();
 }
+
+/// Tools through chat completions: the tools listed in the system turn, an assistant's
+/// `tool_calls` as its reply, the tool's message as the turn asked: the library's bytes for
+/// that request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_message_is_answered_with_the_librarys_bytes() {
+    use audio_engine::lfm2_audio::tools::{tool_system_prompt, write_calls, ToolCall};
+    use audio_engine::lfm2_audio::S2sOptions;
+    const MAX: usize = 24;
+    const SEED: u64 = 9;
+    let srv = server().await;
+    let c = reqwest::Client::new();
+    let tool = json!({"type": "function", "function": {"name": "get_weather",
+        "description": "The weather in a city.",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}});
+    let body = json!({"model": "lfm2-audio-s2s", "modalities": ["text", "audio"],
+        "max_completion_tokens": MAX, "seed": SEED, "tools": [tool], "tool_choice": "auto",
+        "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "call_1",
+                "type": "function", "function": {"name": "get_weather",
+                "arguments": "{\"city\": \"Paris\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"temperature\": 21}"}]});
+    let r = post_json(&c, &url(&srv, "/v1/chat/completions"), &body).await;
+    let mut tool_turn = typed_artifact(QUESTION_ID, "{\"temperature\": 21}");
+    tool_turn.meta.insert("role".into(), json!("tool"));
+    let calls = write_calls(&[ToolCall {
+        name: "get_weather".into(),
+        arguments: json!({"city": "Paris"}).as_object().unwrap().clone(),
+    }]);
+    let history = vec![
+        typed_artifact(QUESTION_ID, "Weather in Paris?"),
+        typed_artifact(REPLY_ID, &calls),
+        tool_turn,
+    ];
+    let system = tool_system_prompt(&S2sOptions::default().system_prompt, &[tool]);
+    let lib = tokio::task::spawn_blocking(move || {
+        let req = Request {
+            history,
+            system_prompt: Some(system),
+            ..Request::new(Task::S2s)
+        }
+        .option("max_tokens", json!(MAX))
+        .option("seed", json!(SEED))
+        .option("return_codes", json!(true));
+        let job = req.resolve(&RequestContext::new("en", 60.0)).unwrap().job;
+        let o = model().run(&job, &mut |_| true).unwrap();
+        (o.text, reference_wav(&o.audio), o.artifact.unwrap())
+    })
+    .await
+    .unwrap();
+    assert_library_reply(&r["choices"][0]["message"], &lib, "tool turn");
+    // Bad tool bodies are 400s.
+    for bad in [
+        json!({"model": "lfm2-audio-s2s", "tools": [{"type": "function", "function": {}}],
+               "messages": [{"role": "user", "content": "hi"}]}),
+        json!({"model": "lfm2-audio-s2s", "tool_choice": 3,
+               "messages": [{"role": "user", "content": "hi"}]}),
+        json!({"model": "lfm2-audio-s2s", "messages": [{"role": "tool", "content": "x"}]}),
+    ] {
+        let resp = c
+            .post(url(&srv, "/v1/chat/completions"))
+            .json(&bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 400, "{bad}");
+    }
+    srv.shutdown().await.unwrap();
+}

@@ -291,9 +291,14 @@ impl Request {
                 a.clone()
             }
             (None, None) if ctx.question_pushed_later => AudioInput::default(),
+            // A history that ends with a question (a typed one, or a tool's result) asks it.
+            (None, None) if history.last().is_some_and(|a| a.id == QUESTION_ID) => {
+                AudioInput::default()
+            }
             (None, None) => {
                 return Err(invalid(
-                    "s2s needs the question as audio (or typed, as text)",
+                    "s2s needs the question as audio, typed as text, or as the history's last \
+                     artifact",
                 ))
             }
         };
