@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# Builds the CPU image (deploy/Dockerfile) here and runs it once: /health and the image's own
+# HEALTHCHECK, /v1/models, a TTS request, an S2S task, a Realtime turn over the WebSocket, then
+# SIGTERM and a clean exit (code 0). Prints each step's time, the image's size and the result.
+#
+#   scripts/image-check.sh            # as root, with podman and buildah (Debian: apt-get install
+#                                     # podman buildah runc mmdebstrap); ~30 min cold on 2 cores
+#
+# No registry image is pulled: the two base images are made from Debian's packages with
+# mmdebstrap and `podman import`ed (once; IMAGE_CHECK_REBUILD_BASES=1 makes them again):
+#   localhost/lfm2-runtime-base:bookworm   minbase + ca-certificates, curl (for RUNTIME_IMAGE)
+#   localhost/lfm2-builder-base:bookworm   minbase + gcc, g++ and this machine's Rust toolchain
+#                                          (rustc/cargo of `rustup which cargo`) in
+#                                          /usr/local/cargo, as in the rust image (BUILDER_IMAGE)
+# The build is offline: this machine's cargo registry ($CARGO_HOME/registry, filled by
+# `cargo fetch`) is mounted into the builder and the build has no network.
+#
+# The model: the product image has no demo package (feature `demo`), so the check first builds
+# the same Dockerfile with SERVE_FEATURES=hub,demo (tag :cpu-demo; the cache mount on target/
+# keeps ggml's objects), runs that once to write the demo package (random tiny weights) into a
+# host directory, and then runs the product image with that directory as /models.
+#
+# Environment: IMAGE_CHECK_DIR (default target/image-check), IMAGE_CHECK_PORT (18080),
+# IMAGE_CHECK_TAG (localhost/lfm2-audio-serve:cpu).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+work=${IMAGE_CHECK_DIR:-$root/target/image-check}
+port=${IMAGE_CHECK_PORT:-18080}
+tag=${IMAGE_CHECK_TAG:-localhost/lfm2-audio-serve:cpu}
+demo_tag=${tag}-demo
+runtime_base=localhost/lfm2-runtime-base:bookworm
+builder_base=localhost/lfm2-builder-base:bookworm
+mkdir -p "$work"
+
+say() { echo "image-check: $*"; }
+fail() { echo "image-check: FAILED: $*" >&2; exit 1; }
+# timed NAME CMD...: runs CMD and prints its wall time.
+timed() {
+  local name=$1 s
+  shift
+  s=$(date +%s)
+  "$@"
+  say "$name: $(( $(date +%s) - s )) s"
+}
+
+for tool in podman mmdebstrap curl python3; do
+  command -v "$tool" >/dev/null || fail "$tool not found (apt-get install podman buildah runc mmdebstrap curl python3)"
+done
+[ "$(id -u)" = 0 ] || fail "run as root (rootful podman; mmdebstrap's root mode)"
+
+# --- podman in this sandbox --------------------------------------------------------------------
+# What a plain `podman run` needs here, found by trying (Debian bookworm's podman 4.3 in a VM
+# without CAP_SYS_RESOURCE and with hybrid cgroups): podman's default RLIMIT_NPROC/NOFILE are
+# above the hard limits (crun/runc: "setrlimit RLIMIT_NPROC: Operation not permitted"), and crun
+# refuses hybrid cgroups ("cgroups in hybrid mode not supported"), runc takes them. On a normal
+# host none of this is needed; the check tries without first.
+podman_opts=()
+probe() { podman run --rm "${podman_opts[@]}" "$1" true >/dev/null 2>&1; }
+
+# --- base images from Debian's packages --------------------------------------------------------
+# why the path excludes: what debian:bookworm-slim leaves out (documentation, man pages, locales).
+# why the merged-usr hook: without it mmdebstrap installs the usrmerge package, and with it perl
+# (45 MB). No recommends, as in the Dockerfile's apt-get.
+slim=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --aptopt='APT::Install-Recommends "false"'
+      --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*'
+      --dpkgopt='path-include=/usr/share/locale/locale.alias' --dpkgopt='path-exclude=/usr/share/doc/*'
+      --dpkgopt='path-include=/usr/share/doc/*/copyright' --dpkgopt='path-exclude=/usr/share/info/*')
+
+make_runtime_base() {
+  nice -n 10 mmdebstrap --quiet --variant=minbase --include=ca-certificates,curl "${slim[@]}" \
+      --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
+      bookworm - \
+    | podman import --change 'CMD ["/bin/bash"]' - "$runtime_base" >/dev/null
+}
+
+make_builder_base() {
+  local toolchain
+  toolchain=$(dirname "$(dirname "$(rustup which cargo)")")
+  [ -x "$toolchain/bin/rustc" ] || fail "no Rust toolchain at $toolchain"
+  say "builder toolchain: $("$toolchain/bin/rustc" --version) from $toolchain"
+  # The toolchain's bin/cargo, bin/rustc and lib/ (rustc's libraries, the standard library,
+  # the linker wrappers) into /usr/local/cargo, where the rust image has its cargo.
+  nice -n 10 mmdebstrap --quiet --variant=minbase --include=ca-certificates,gcc,g++,libc6-dev "${slim[@]}" \
+      --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
+      --customize-hook="mkdir -p \"\$1/usr/local/cargo/bin\" && cp -a '$toolchain/bin/cargo' '$toolchain/bin/rustc' \"\$1/usr/local/cargo/bin/\" && cp -a '$toolchain/lib' \"\$1/usr/local/cargo/\"" \
+      bookworm - \
+    | podman import --change 'ENV PATH=/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+        --change 'CMD ["/bin/bash"]' - "$builder_base" >/dev/null
+}
+
+bases() {
+  for base in runtime builder; do
+    local image=localhost/lfm2-$base-base:bookworm
+    if [ "${IMAGE_CHECK_REBUILD_BASES:-0}" = 1 ] || ! podman image exists "$image"; then
+      timed "base image $image (mmdebstrap)" "make_${base}_base"
+    fi
+    say "$image: $(podman image inspect --format '{{.Size}}' "$image" | numfmt --to=iec) "
+  done
+  if ! probe "$runtime_base"; then
+    podman_opts=(--runtime runc --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=4096:4096)
+    probe "$runtime_base" || fail "podman cannot run a container here, not even with ${podman_opts[*]}"
+    say "podman needs here: ${podman_opts[*]}"
+  fi
+}
+
+# --- the images -------------------------------------------------------------------------------
+registry=${CARGO_HOME:-$HOME/.cargo}/registry
+[ -d "$registry/src" ] || fail "no cargo registry at $registry: run \`cargo fetch\` once"
+# build TAG FEATURES: deploy/Dockerfile on the local bases, offline, GGML_SYS_CPU=portable.
+build() {
+  # why --format docker: OCI image configs have no HEALTHCHECK (podman drops it with a warning).
+  # why --network none: nothing in the build may download (the registry is mounted in).
+  nice -n 10 podman build "${podman_opts[@]}" --format docker --network none \
+      --volume "$registry:/usr/local/cargo/registry" \
+      --build-arg BUILDER_IMAGE="$builder_base" --build-arg RUNTIME_IMAGE="$runtime_base" \
+      --build-arg GGML_SYS_CPU=portable --build-arg CARGO_NET_OFFLINE=true \
+      --build-arg SERVE_FEATURES="$2" \
+      -f deploy/Dockerfile -t "$1" . > "$work/build-${2//,/-}.log" 2>&1 \
+    || { tail -40 "$work/build-${2//,/-}.log"; fail "podman build of $1 (log: $work/build-${2//,/-}.log)"; }
+}
+
+# run_checks: the product image on the demo package.
+run_checks() {
+  local name=lfm2-image-check cid s base=http://127.0.0.1:$port
+  podman rm -f "$name" >/dev/null 2>&1 || true
+  # why --network host: this sandbox's netavark has no usable port forwarding; with it the port
+  # is the container's SERVE_PORT. Elsewhere `-p $port:8080` is the same.
+  mkdir -p "$work/hf-cache" && chown 10001:10001 "$work/hf-cache"
+  # why 2>>podman.log: without systemd (this sandbox) podman logs that it cannot make the
+  # health check's timer; `podman healthcheck run` below runs the check itself.
+  cid=$(podman run -d --name "$name" "${podman_opts[@]}" --network host \
+      -e SERVE_PORT="$port" -e SERVE_MAX_TOKENS=64 -e SERVE_SLOTS=1 -e SERVE_THREADS=1 \
+      -v "$package:/models:ro" -v "$work/hf-cache:/var/cache/huggingface" "$tag" 2>>"$work/podman.log")
+  s=$(date +%s)
+  until curl -fsS "$base/health" >/dev/null 2>&1; do
+    [ "$(podman inspect --format '{{.State.Running}}' "$cid")" = true ] \
+      || { podman logs "$cid" | tail -20; fail "the container exited before /health answered"; }
+    [ $(( $(date +%s) - s )) -lt 120 ] || fail "/health did not answer in 120 s"
+    sleep 0.5
+  done
+  say "up: /health answered $(( $(date +%s) - s )) s after start"
+  [ "$(podman exec "$cid" id -u)" = 10001 ] || fail "serve does not run as uid 10001"
+  podman healthcheck run "$cid" >/dev/null || fail "the image's HEALTHCHECK failed"
+  say "HEALTHCHECK passes; serve runs as uid $(podman exec "$cid" id -un) ($(podman exec "$cid" id -u))"
+  curl -fsS "$base/health/ready" | grep -q '"ready"' || fail "/health/ready is not ready"
+
+  curl -fsS "$base/v1/models" > "$work/models.json"
+  python3 - "$work/models.json" <<'PY' || fail "/v1/models: $(cat "$work/models.json")"
+import json, sys
+ids = sorted(m["id"] for m in json.load(open(sys.argv[1]))["data"])
+assert ids == ["lfm2-audio-asr", "lfm2-audio-s2s", "lfm2-audio-tts"], ids
+print("image-check: /v1/models:", ", ".join(ids))
+PY
+
+  # why this text, voice and seed: the demo package's random TTS often ends before it speaks;
+  # this one speaks (serve/tests/openai.rs tries these in this order).
+  curl -fsS "$base/v1/audio/speech" -H 'content-type: application/json' -o "$work/speech.wav" \
+      -d '{"model":"lfm2-audio-tts","input":"Hello there, numbers 2024 and voices.","voice":"uk-female","seed":11}'
+
+  # A 1 s 440 Hz question at 16 kHz for the S2S task.
+  python3 - "$work/speech.wav" "$work/question.wav" <<'PY' || fail "TTS reply is not a 24 kHz WAV with audio"
+import math, struct, sys, wave
+w = wave.open(sys.argv[1])
+assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (24000, 1, 2), w.getparams()
+assert w.getnframes() > 0
+print(f"image-check: TTS: {w.getnframes() / 24000:.2f} s of 24 kHz audio")
+q = wave.open(sys.argv[2], "wb")
+q.setnchannels(1); q.setsampwidth(2); q.setframerate(16000)
+q.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * 440 * i / 16000))) for i in range(16000)))
+PY
+
+  printf '{"model":"lfm2-audio-s2s","request":{"audio":"%s","max_tokens":64}}' \
+      "$(base64 -w0 "$work/question.wav")" > "$work/s2s-body.json"
+  curl -fsS "$base/v1/tasks/run" -H 'content-type: application/json' -d @"$work/s2s-body.json" \
+      -o "$work/s2s.json"
+  python3 - "$work/s2s.json" <<'PY' || fail "S2S task: $(head -c 300 "$work/s2s.json")"
+import base64, json, sys
+r = json.load(open(sys.argv[1]))
+audio = base64.b64decode(r["audio"])
+assert audio[:4] == b"RIFF" and len(audio) > 44 and r["sample_rate"] == 24000, (len(audio), r.get("sample_rate"))
+print(f"image-check: S2S task: {len(audio)} bytes of WAV, {r['lfm2_audio']['steps']} steps")
+PY
+
+  python3 deploy/check/realtime_turn.py 127.0.0.1 "$port" lfm2-audio-s2s 24 > "$work/realtime.json" \
+    || fail "Realtime turn: $(cat "$work/realtime.json")"
+  say "Realtime turn: $(cat "$work/realtime.json")"
+
+  # SIGTERM: serve drains (nothing in flight here) and exits 0.
+  s=$(date +%s)
+  podman kill --signal TERM "$cid" >/dev/null
+  local code
+  code=$(timeout 30 podman wait "$cid") || fail "serve did not exit within 30 s of SIGTERM"
+  podman logs "$cid" > "$work/serve.log" 2>&1
+  [ "$code" = 0 ] || { tail -20 "$work/serve.log"; fail "serve exited with code $code after SIGTERM"; }
+  say "SIGTERM: exited with code 0 after $(( $(date +%s) - s )) s"
+  podman rm "$cid" >/dev/null 2>>"$work/podman.log"
+}
+
+# demo_package: runs the :cpu-demo image once without a model (it writes the demo package to
+# $TMPDIR, here a host directory) and stops it; sets $package to the package directory.
+demo_package() {
+  local dir=$work/demo s cid
+  rm -rf "$dir" && mkdir -p "$dir" && chown 10001:10001 "$dir"
+  cid=$(podman run -d "${podman_opts[@]}" --no-healthcheck --network host -e TMPDIR=/demo -e SERVE_PORT="$port" \
+      -v "$dir:/demo" "$demo_tag" --port "$port")
+  s=$(date +%s)
+  until curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1; do
+    [ "$(podman inspect --format '{{.State.Running}}' "$cid")" = true ] \
+      || { podman logs "$cid" | tail -20; fail "the demo container exited"; }
+    [ $(( $(date +%s) - s )) -lt 300 ] || fail "the demo container did not answer in 300 s"
+    sleep 0.5
+  done
+  podman stop -t 30 "$cid" >/dev/null && podman rm "$cid" >/dev/null
+  package=$(find "$dir" -mindepth 1 -maxdepth 1 -type d -name 'lfm2-audio-demo-*' | head -1)
+  [ -n "$package" ] || fail "no demo package written in $dir"
+  say "demo package: $package ($(du -sh "$package" | cut -f1))"
+}
+
+# why a function: bash reads a script as it runs it, so an edit to this file during a run (the
+# build takes minutes) would otherwise run shifted lines; a function is read whole first.
+main() {
+  bases
+  [ "${1:-}" = bases ] && return 0
+  timed "build $tag (SERVE_FEATURES=hub)" build "$tag" hub
+  say "$tag: $(podman image inspect --format '{{.Size}}' "$tag" | numfmt --to=iec) ($(podman image inspect --format '{{.Size}}' "$tag") bytes)"
+  timed "build $demo_tag (SERVE_FEATURES=hub,demo)" build "$demo_tag" hub,demo
+  timed "demo package" demo_package
+  timed "run checks" run_checks
+  say "PASSED"
+}
+
+main "$@"
+exit
