@@ -32,6 +32,7 @@ tag=${IMAGE_CHECK_TAG:-localhost/lfm2-audio-serve:cpu}
 demo_tag=${tag}-demo
 runtime_base=localhost/lfm2-runtime-base:bookworm
 builder_base=localhost/lfm2-builder-base:bookworm
+registry=${CARGO_HOME:-$HOME/.cargo}/registry
 mkdir -p "$work"
 
 say() { echo "image-check: $*"; }
@@ -45,10 +46,14 @@ timed() {
   say "$name: $(( $(date +%s) - s )) s"
 }
 
-for tool in podman mmdebstrap curl python3; do
-  command -v "$tool" >/dev/null || fail "$tool not found (apt-get install podman buildah runc mmdebstrap curl python3)"
-done
-[ "$(id -u)" = 0 ] || fail "run as root (rootful podman; mmdebstrap's root mode)"
+need_tools() {
+  local tool
+  for tool in podman mmdebstrap curl python3; do
+    command -v "$tool" >/dev/null || fail "$tool not found (apt-get install podman buildah runc mmdebstrap curl python3)"
+  done
+  [ "$(id -u)" = 0 ] || fail "run as root (rootful podman; mmdebstrap's root mode)"
+  [ -d "$registry/src" ] || fail "no cargo registry at $registry: run \`cargo fetch\` once"
+}
 
 # --- podman in this sandbox --------------------------------------------------------------------
 # What a plain `podman run` needs here, found by trying (Debian bookworm's podman 4.3 in a VM
@@ -106,8 +111,6 @@ bases() {
 }
 
 # --- the images -------------------------------------------------------------------------------
-registry=${CARGO_HOME:-$HOME/.cargo}/registry
-[ -d "$registry/src" ] || fail "no cargo registry at $registry: run \`cargo fetch\` once"
 # build TAG FEATURES: deploy/Dockerfile on the local bases, offline, GGML_SYS_CPU=portable.
 build() {
   # why --format docker: OCI image configs have no HEALTHCHECK (podman drops it with a warning).
@@ -218,9 +221,75 @@ demo_package() {
   say "demo package: $package ($(du -sh "$package" | cut -f1))"
 }
 
+# --- Kubernetes manifests ----------------------------------------------------------------------
+# k8s_validate: deploy/k8s/*.yaml against the Kubernetes JSON schemas, strictly (an unknown field
+# fails), offline: PyPI's kubernetes-validate ships the schemas of each release (installed once
+# into a venv under $work; from then on no network).
+k8s_validate() {
+  local venv=$work/k8s-venv
+  if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+    python3 -m venv "$venv" && "$venv/bin/pip" install -q kubernetes-validate \
+      || fail "installing kubernetes-validate from PyPI"
+  fi
+  local version
+  for version in 1.30.0 1.37.0; do
+    "$venv/bin/kubernetes-validate" --strict --quiet -k "$version" deploy/k8s/*.yaml \
+      || fail "deploy/k8s does not validate against Kubernetes $version"
+  done
+  say "deploy/k8s/*.yaml: valid (strict) against Kubernetes 1.30.0 and 1.37.0 ($("$venv/bin/kubernetes-validate" --version))"
+}
+
+# kube_play: the PVC, ConfigMap and Deployment under `podman kube play`, on the product image
+# and the demo package. What is changed for Podman (4.3 here): the image (the local tag), one
+# replica (Podman publishes each containerPort on the host, so a second pod's port is taken),
+# no ports block (the pod is reached at its own address instead) and SERVE_THREADS=1. The
+# Service, Ingress and PodDisruptionBudget are not Podman's (the schema check covers them).
+kube_play() {
+  local conf=$work/containers.conf yaml=$work/kube-play.yaml pod=lfm2-audio-serve-pod-0 ip s mount
+  # kube play takes no --runtime/--ulimit: the same settings as a containers.conf.
+  if [ ${#podman_opts[@]} -gt 0 ]; then
+    printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' \
+      "$(ulimit -Hn)" "$(ulimit -Hn)" > "$conf"
+    export CONTAINERS_CONF=$conf
+  fi
+  podman kube down "$yaml" >/dev/null 2>&1 || true
+  podman volume rm -f lfm2-audio-models >/dev/null 2>&1 || true
+  podman kube play deploy/k8s/pvc.yaml >/dev/null || fail "podman kube play deploy/k8s/pvc.yaml"
+  mount=$(podman volume inspect --format '{{.Mountpoint}}' lfm2-audio-models)
+  cp -a "$package/." "$mount/"
+  { cat deploy/k8s/configmap.yaml; echo ---; sed -n '1,/^---$/p' deploy/k8s/deployment.yaml | sed '$d'; } \
+    | sed -e "s#registry.example.com/lfm2-audio-serve:cpu#$tag#" -e 's#replicas: 2#replicas: 1#' \
+          -e 's#SERVE_THREADS: "4"#SERVE_THREADS: "1"#' \
+          -e '/^          ports:$/,/containerPort: 8080$/d' > "$yaml"
+  podman kube play "$yaml" > "$work/kube-play.log" 2>&1 || { cat "$work/kube-play.log"; fail "podman kube play"; }
+  ip=$(podman inspect --format '{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}' \
+      "$(podman pod inspect --format '{{.InfraContainerID}}' "$pod")")
+  s=$(date +%s)
+  until curl -fsS "http://$ip:8080/health/ready" >/dev/null 2>&1; do
+    [ $(( $(date +%s) - s )) -lt 120 ] || { podman logs "$pod-serve" | tail; fail "the kube pod is not ready in 120 s"; }
+    sleep 0.5
+  done
+  say "kube play: pod $pod ready at $ip:8080 after $(( $(date +%s) - s )) s; as $(podman inspect --format 'user {{.Config.User}}, read-only root {{.HostConfig.ReadonlyRootfs}}, health check {{.Config.Healthcheck.Test}}' "$pod-serve")"
+  podman healthcheck run "$pod-serve" >/dev/null 2>>"$work/podman.log" || fail "the pod's livenessProbe (its health check) fails"
+  python3 deploy/check/realtime_turn.py "$ip" 8080 lfm2-audio-s2s 8 > "$work/kube-realtime.json" \
+    || fail "kube play: Realtime turn: $(cat "$work/kube-realtime.json")"
+  say "kube play: Realtime turn: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["status"], r["audio_bytes"], "bytes of audio")' "$work/kube-realtime.json")"
+  podman pod stop -t 30 "$pod" >/dev/null 2>>"$work/podman.log"
+  [ "$(podman inspect --format '{{.State.ExitCode}}' "$pod-serve")" = 0 ] || fail "kube play: serve's exit code after SIGTERM is not 0"
+  say "kube play: pod stopped (SIGTERM), serve exited 0"
+  podman kube down "$yaml" >/dev/null 2>>"$work/podman.log"
+  podman volume rm -f lfm2-audio-models >/dev/null
+  unset CONTAINERS_CONF
+}
+
 # why a function: bash reads a script as it runs it, so an edit to this file during a run (the
 # build takes minutes) would otherwise run shifted lines; a function is read whole first.
 main() {
+  if [ "${1:-}" = k8s-validate ]; then
+    k8s_validate
+    return 0
+  fi
+  need_tools
   bases
   [ "${1:-}" = bases ] && return 0
   timed "build $tag (SERVE_FEATURES=hub)" build "$tag" hub
@@ -228,6 +297,8 @@ main() {
   timed "build $demo_tag (SERVE_FEATURES=hub,demo)" build "$demo_tag" hub,demo
   timed "demo package" demo_package
   timed "run checks" run_checks
+  timed "k8s schema check" k8s_validate
+  timed "k8s kube play" kube_play
   say "PASSED"
 }
 
