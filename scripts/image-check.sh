@@ -76,7 +76,7 @@ slim=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr --aptopt='APT::Install-R
 make_runtime_base() {
   nice -n 10 mmdebstrap --quiet --variant=minbase --include=ca-certificates,curl "${slim[@]}" \
       --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
-      bookworm - \
+      bookworm - 2>>"$work/mmdebstrap.log" \
     | podman import --change 'CMD ["/bin/bash"]' - "$runtime_base" >/dev/null
 }
 
@@ -90,7 +90,7 @@ make_builder_base() {
   nice -n 10 mmdebstrap --quiet --variant=minbase --include=ca-certificates,gcc,g++,libc6-dev "${slim[@]}" \
       --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' \
       --customize-hook="mkdir -p \"\$1/usr/local/cargo/bin\" && cp -a '$toolchain/bin/cargo' '$toolchain/bin/rustc' \"\$1/usr/local/cargo/bin/\" && cp -a '$toolchain/lib' \"\$1/usr/local/cargo/\"" \
-      bookworm - \
+      bookworm - 2>>"$work/mmdebstrap.log" \
     | podman import --change 'ENV PATH=/usr/local/cargo/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'CMD ["/bin/bash"]' - "$builder_base" >/dev/null
 }
@@ -221,6 +221,15 @@ demo_package() {
   say "demo package: $package ($(du -sh "$package" | cut -f1))"
 }
 
+# use_podman_opts_conf: podman_opts as a containers.conf, for the commands that take no
+# --runtime/--ulimit (kube play, podman-compose's runs).
+use_podman_opts_conf() {
+  [ ${#podman_opts[@]} -gt 0 ] || return 0
+  printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' \
+    "$(ulimit -Hn)" "$(ulimit -Hn)" > "$work/containers.conf"
+  export CONTAINERS_CONF=$work/containers.conf
+}
+
 # --- Kubernetes manifests ----------------------------------------------------------------------
 # k8s_validate: deploy/k8s/*.yaml against the Kubernetes JSON schemas, strictly (an unknown field
 # fails), offline: PyPI's kubernetes-validate ships the schemas of each release (installed once
@@ -245,13 +254,8 @@ k8s_validate() {
 # no ports block (the pod is reached at its own address instead) and SERVE_THREADS=1. The
 # Service, Ingress and PodDisruptionBudget are not Podman's (the schema check covers them).
 kube_play() {
-  local conf=$work/containers.conf yaml=$work/kube-play.yaml pod=lfm2-audio-serve-pod-0 ip s mount
-  # kube play takes no --runtime/--ulimit: the same settings as a containers.conf.
-  if [ ${#podman_opts[@]} -gt 0 ]; then
-    printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' \
-      "$(ulimit -Hn)" "$(ulimit -Hn)" > "$conf"
-    export CONTAINERS_CONF=$conf
-  fi
+  local yaml=$work/kube-play.yaml pod=lfm2-audio-serve-pod-0 ip s mount
+  use_podman_opts_conf
   podman kube down "$yaml" >/dev/null 2>&1 || true
   podman volume rm -f lfm2-audio-models >/dev/null 2>&1 || true
   podman kube play deploy/k8s/pvc.yaml >/dev/null || fail "podman kube play deploy/k8s/pvc.yaml"
@@ -282,6 +286,85 @@ kube_play() {
   unset CONTAINERS_CONF
 }
 
+# --- compose: two replicas behind nginx ---------------------------------------------------------
+# compose_check: deploy/compose.yaml under podman-compose on the product image (the demo package
+# as MODEL_DIR) and an nginx image made from Debian's package. Checks: each conversation id's
+# requests reach one replica (read from the replicas' logs by X-Request-Id), 8 ids use both, a
+# Realtime turn passes through nginx's WebSocket upgrade, and SIGTERM to the replica holding a
+# conversation: it exits 0 and that conversation's next requests are answered by the other one.
+compose_check() {
+  local nginx_image=localhost/lfm2-nginx:bookworm project=lfm2check front=$(( port + 10 )) i c r
+  command -v podman-compose >/dev/null || fail "podman-compose not found (apt-get install podman-compose aardvark-dns)"
+  if [ "${IMAGE_CHECK_REBUILD_BASES:-0}" = 1 ] || ! podman image exists "$nginx_image"; then
+    nice -n 10 mmdebstrap --quiet --variant=minbase --include=nginx,curl "${slim[@]}" \
+        --customize-hook='rm -rf "$1"/var/lib/apt/lists/* "$1"/var/cache/apt/*.bin' bookworm - \
+        2>>"$work/mmdebstrap.log" | podman import - "$nginx_image" >/dev/null
+  fi
+  use_podman_opts_conf
+  # podman-compose runs from deploy/ (the compose file's relative paths); the short image name
+  # lfm2-audio-serve:cpu finds the local tag.
+  compose() {
+    (cd deploy && MODEL_DIR=$package SERVE_THREADS=1 FRONT_PORT=$front NGINX_IMAGE=$nginx_image \
+        podman-compose -p "$project" -f compose.yaml "$@") >> "$work/compose.log" 2>&1
+  }
+  [ "$tag" = localhost/lfm2-audio-serve:cpu ] || fail "compose.yaml names lfm2-audio-serve:cpu, not $tag"
+  compose down || true
+  compose up -d --no-build || { tail -20 "$work/compose.log"; fail "podman-compose up"; }
+  local f=http://127.0.0.1:$front s
+  s=$(date +%s)
+  for r in 1 2; do
+    until podman exec "${project}_serve-${r}_1" curl -fsS http://127.0.0.1:8080/health/ready >/dev/null 2>&1; do
+      [ $(( $(date +%s) - s )) -lt 120 ] || { compose down; fail "replica serve-$r not ready in 120 s"; }
+      sleep 0.5
+    done
+  done
+  until curl -fsS "$f/nginx-health" >/dev/null 2>&1; do
+    [ $(( $(date +%s) - s )) -lt 120 ] || { compose down; fail "nginx not up in 120 s"; }
+    sleep 0.5
+  done
+  for c in 0 1 2 3 4 5 6 7; do
+    for i in 1 2 3; do
+      curl -fsS -o /dev/null -H "X-Conversation-Id: conv-$c" -H "X-Request-Id: conv-$c-$i" "$f/v1/models" \
+        || { compose down; fail "a request through nginx"; }
+    done
+  done
+  # replica_of ID: which replica logged the requests conv-ID-* (1, 2, or "1 2" when split).
+  replica_of() {
+    local r n out=()
+    for r in 1 2; do
+      # why grep -c, not -q: -q stops reading, and pipefail then fails on podman's SIGPIPE.
+      n=$(podman logs "${project}_serve-${r}_1" 2>&1 | grep -c "\"request_id\":\"$1-" || true)
+      if [ "$n" -gt 0 ]; then out+=("$r"); fi
+    done
+    echo "${out[*]}"
+  }
+  local placed=() first
+  for c in 0 1 2 3 4 5 6 7; do
+    r=$(replica_of "conv-$c")
+    [ "$r" = 1 ] || [ "$r" = 2 ] || { compose down; fail "conv-$c's requests went to replica(s) '$r'"; }
+    placed+=("$r")
+  done
+  case " ${placed[*]} " in *" 1 "*) ;; *) compose down; fail "no conversation on replica 1";; esac
+  case " ${placed[*]} " in *" 2 "*) ;; *) compose down; fail "no conversation on replica 2";; esac
+  say "compose: 8 conversations x 3 requests through nginx, each on one replica (${placed[*]})"
+  python3 deploy/check/realtime_turn.py 127.0.0.1 "$front" lfm2-audio-s2s 8 > "$work/compose-realtime.json" \
+    || { compose down; fail "compose: Realtime turn through nginx: $(cat "$work/compose-realtime.json")"; }
+  say "compose: Realtime turn through nginx: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["status"], r["audio_bytes"], "bytes of audio")' "$work/compose-realtime.json")"
+  first=${placed[0]}
+  podman stop -t 20 "${project}_serve-${first}_1" >/dev/null 2>>"$work/podman.log"
+  [ "$(podman inspect --format '{{.State.ExitCode}}' "${project}_serve-${first}_1")" = 0 ] \
+    || { compose down; fail "replica serve-$first did not exit 0 on SIGTERM"; }
+  for i in 4 5 6; do
+    curl -fsS -o /dev/null -H "X-Conversation-Id: conv-0" -H "X-Request-Id: conv-0-after-$i" "$f/v1/models" \
+      || { compose down; fail "conv-0 after its replica stopped"; }
+  done
+  r=$(replica_of conv-0-after)
+  [ "$r" = $(( 3 - first )) ] || { compose down; fail "conv-0 went to '$r' after serve-$first stopped"; }
+  say "compose: serve-$first stopped by SIGTERM (exit 0); conv-0 goes on on serve-$r"
+  compose down
+  unset CONTAINERS_CONF
+}
+
 # why a function: bash reads a script as it runs it, so an edit to this file during a run (the
 # build takes minutes) would otherwise run shifted lines; a function is read whole first.
 main() {
@@ -299,8 +382,8 @@ main() {
   timed "run checks" run_checks
   timed "k8s schema check" k8s_validate
   timed "k8s kube play" kube_play
+  timed "compose" compose_check
   say "PASSED"
 }
 
-main "$@"
-exit
+main "$@"; exit
