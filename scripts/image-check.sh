@@ -4,7 +4,14 @@
 # SIGTERM and a clean exit (code 0). Prints each step's time, the image's size and the result.
 #
 #   scripts/image-check.sh            # as root, with podman and buildah (Debian: apt-get install
-#                                     # podman buildah runc mmdebstrap); ~30 min cold on 2 cores
+#                                     # podman buildah runc mmdebstrap podman-compose aardvark-dns);
+#                                     # ~25 min cold on 2 busy cores, ~2 min with the images built
+#   scripts/image-check.sh bases      # only the base images
+#   scripts/image-check.sh static     # only the checks without podman: the Kubernetes manifests
+#                                     # against the schemas, the systemd unit (systemd-analyze)
+#
+# After the image: the systemd unit (systemd-analyze), the Kubernetes manifests (schemas, then
+# `podman kube play`) and deploy/compose.yaml (podman-compose), each described at its function.
 #
 # No registry image is pulled: the two base images are made from Debian's packages with
 # mmdebstrap and `podman import`ed (once; IMAGE_CHECK_REBUILD_BASES=1 makes them again):
@@ -190,9 +197,23 @@ PY
     || fail "Realtime turn: $(cat "$work/realtime.json")"
   say "Realtime turn: $(cat "$work/realtime.json")"
 
-  # SIGTERM: serve drains (nothing in flight here) and exits 0.
+  # SIGTERM with a Realtime turn running: serve drains, the turn ends as it would have
+  # (completed or at its step limit, not cancelled), the socket is closed with 1001, exit 0.
+  local drain=$work/drain-started client
+  rm -f "$drain"
+  python3 deploy/check/realtime_turn.py 127.0.0.1 "$port" lfm2-audio-s2s 64 "$drain" \
+      > "$work/drain.json" &
+  client=$!
+  s=$(date +%s)
+  until [ -e "$drain" ]; do
+    kill -0 "$client" 2>/dev/null || fail "drain: the turn ended before its first audio: $(cat "$work/drain.json")"
+    [ $(( $(date +%s) - s )) -lt 60 ] || fail "drain: no audio delta in 60 s"
+    sleep 0.05
+  done
   s=$(date +%s)
   podman kill --signal TERM "$cid" >/dev/null
+  wait "$client" || fail "drain: the running turn: $(cat "$work/drain.json")"
+  say "SIGTERM mid-turn: $(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("turn", r["status"], r["usage"]["output_tokens"], "steps,", r["audio_bytes"], "bytes of audio; socket closed", r["close_code"], repr(r["close_reason"]))' "$work/drain.json")"
   local code
   code=$(timeout 30 podman wait "$cid") || fail "serve did not exit within 30 s of SIGTERM"
   podman logs "$cid" > "$work/serve.log" 2>&1
@@ -228,6 +249,24 @@ use_podman_opts_conf() {
   printf '[containers]\ndefault_ulimits = ["nofile=%s:%s", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\n' \
     "$(ulimit -Hn)" "$(ulimit -Hn)" > "$work/containers.conf"
   export CONTAINERS_CONF=$work/containers.conf
+}
+
+# --- the systemd unit ---------------------------------------------------------------------------
+# unit_verify: deploy/lfm2-audio-serve.service through `systemd-analyze verify` and the offline
+# security review (its exposure score). verify checks that ExecStart and EnvironmentFile exist:
+# a copy points them at /bin/true and deploy/serve.env. Nothing here runs it (no systemd PID 1).
+unit_verify() {
+  command -v systemd-analyze >/dev/null || fail "systemd-analyze not found (apt-get install systemd)"
+  local dir=$work/unit
+  mkdir -p "$dir"
+  sed -e 's#^ExecStart=.*#ExecStart=/bin/true#' -e "s#^EnvironmentFile=.*#EnvironmentFile=$root/deploy/serve.env#" \
+      deploy/lfm2-audio-serve.service > "$dir/lfm2-audio-serve.service"
+  systemd-analyze verify "$dir/lfm2-audio-serve.service" || fail "systemd-analyze verify"
+  local exposure
+  exposure=$(systemd-analyze security --offline=true "$dir/lfm2-audio-serve.service" 2>/dev/null \
+      | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\) \([A-Z]*\).*/\1 \2/p')
+  [ -n "$exposure" ] || fail "systemd-analyze security gave no exposure level"
+  say "systemd unit: systemd-analyze verify clean; security exposure $exposure"
 }
 
 # --- Kubernetes manifests ----------------------------------------------------------------------
@@ -368,8 +407,10 @@ compose_check() {
 # why a function: bash reads a script as it runs it, so an edit to this file during a run (the
 # build takes minutes) would otherwise run shifted lines; a function is read whole first.
 main() {
-  if [ "${1:-}" = k8s-validate ]; then
+  # static: the checks that need no podman and no root (a venv from PyPI once, systemd-analyze).
+  if [ "${1:-}" = static ]; then
     k8s_validate
+    unit_verify
     return 0
   fi
   need_tools
@@ -380,6 +421,7 @@ main() {
   timed "build $demo_tag (SERVE_FEATURES=hub,demo)" build "$demo_tag" hub,demo
   timed "demo package" demo_package
   timed "run checks" run_checks
+  timed "systemd unit check" unit_verify
   timed "k8s schema check" k8s_validate
   timed "k8s kube play" kube_play
   timed "compose" compose_check

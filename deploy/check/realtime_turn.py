@@ -1,13 +1,17 @@
 """One Realtime turn against a running `serve`, with Python's standard library only (the image
 check runs on a bare host: no `websockets`, no `openai`).
 
-Usage: realtime_turn.py HOST PORT MODEL MAX_OUTPUT_TOKENS
+Usage: realtime_turn.py HOST PORT MODEL MAX_OUTPUT_TOKENS [DRAIN_FILE]
 
 Opens ws://HOST:PORT/v1/realtime?model=MODEL (RFC 6455 handshake, its accept key checked),
 waits for `session.created`, sends a typed question (`conversation.item.create`) and
 `response.create`, and reads events up to `response.done`. Prints one JSON line: the event types
 seen (counted), the response's status and usage, and the bytes of PCM16 audio received. Exits 1
 when the socket fails, an `error` event comes, or the turn ends without audio.
+
+With DRAIN_FILE (the image check's drain test): creates that file at the first audio delta (the
+caller then sends the server SIGTERM), and after `response.done` waits for the server to close
+the socket; the report adds the close code and reason (serve's drain: 1001).
 """
 
 import base64
@@ -50,6 +54,7 @@ def handshake(sock: socket.socket, host: str, port: int, path: str) -> bytes:
 class Socket:
     def __init__(self, sock: socket.socket, pending: bytes):
         self.sock, self.buf = sock, pending
+        self.close_code, self.close_reason = None, None
 
     def _read(self, n: int) -> bytes:
         while len(self.buf) < n:
@@ -91,6 +96,9 @@ class Socket:
             if mask:
                 payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
             if opcode == 0x8:
+                if len(payload) >= 2:
+                    (self.close_code,) = struct.unpack("!H", payload[:2])
+                    self.close_reason = payload[2:].decode(errors="replace")
                 return None
             if opcode == 0x9:
                 self.send(0xA, payload)
@@ -104,6 +112,7 @@ class Socket:
 
 def main() -> int:
     host, port, model, max_tokens = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+    drain_file = sys.argv[5] if len(sys.argv) > 5 else None
     sock = socket.create_connection((host, port), timeout=120)
     ws = Socket(sock, handshake(sock, host, port, f"/v1/realtime?model={model}"))
     seen = collections.Counter()
@@ -133,14 +142,25 @@ def main() -> int:
             print(json.dumps({"error": event.get("error"), "seen": seen}))
             return 1
         if kind == "response.output_audio.delta":
+            if audio == 0 and drain_file:
+                open(drain_file, "w").close()
             audio += len(base64.b64decode(event["delta"]))
         if kind == "response.done":
             done = event["response"]
-    ws.send(0x8, struct.pack("!H", 1000))
-    sock.close()
     report = {"status": done.get("status"), "usage": done.get("usage"), "audio_bytes": audio, "seen": seen}
+    if drain_file:
+        # The server closes: read to its close frame, then answer it.
+        while ws.recv_message() is not None:
+            pass
+        ws.send(0x8, struct.pack("!H", 1000))
+        report["close_code"], report["close_reason"] = ws.close_code, ws.close_reason
+    else:
+        ws.send(0x8, struct.pack("!H", 1000))
+    sock.close()
     print(json.dumps(report))
     ok = audio > 0 and done.get("status") in ("completed", "incomplete")
+    if drain_file:
+        ok = ok and ws.close_code == 1001
     return 0 if ok else 1
 
 
