@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Builds the CPU image (deploy/Dockerfile) here and runs it once: /health and the image's own
 # HEALTHCHECK, /v1/models, a TTS request, an S2S task, a Realtime turn over the WebSocket, then
-# SIGTERM and a clean exit (code 0). Prints each step's time, the image's size and the result.
+# SIGTERM during a second turn (it finishes, the socket closes with 1001) and a clean exit (0).
+# Prints each step's time, the image's size and the result; exits non-zero on any failure.
 #
 #   scripts/image-check.sh            # as root, with podman and buildah (Debian: apt-get install
 #                                     # podman buildah runc mmdebstrap podman-compose aardvark-dns);
-#                                     # ~25 min cold on 2 busy cores, ~2 min with the images built
+#                                     # 27 min from nothing on 2 busy cores, 2 min with the
+#                                     # images built (measured; README "Deploying", "Images")
 #   scripts/image-check.sh bases      # only the base images
 #   scripts/image-check.sh static     # only the checks without podman: the Kubernetes manifests
 #                                     # against the schemas, the systemd unit (systemd-analyze)
@@ -361,6 +363,11 @@ compose_check() {
     [ $(( $(date +%s) - s )) -lt 120 ] || { compose down; fail "nginx not up in 120 s"; }
     sleep 0.5
   done
+  for c in serve-1 serve-2 nginx; do
+    podman healthcheck run "${project}_${c}_1" >/dev/null 2>>"$work/podman.log" \
+      || { compose down; fail "compose: the health check of $c fails"; }
+  done
+  say "compose: the health checks of serve-1, serve-2 (/health/ready) and nginx pass"
   for c in 0 1 2 3 4 5 6 7; do
     for i in 1 2 3; do
       curl -fsS -o /dev/null -H "X-Conversation-Id: conv-$c" -H "X-Request-Id: conv-$c-$i" "$f/v1/models" \
