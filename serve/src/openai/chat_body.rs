@@ -69,11 +69,8 @@ impl ChatBody {
         let tools = self.tools.clone().unwrap_or_default();
         for (i, t) in tools.iter().enumerate() {
             let f = t.get("function").unwrap_or(t);
-            if !f
-                .get("name")
-                .and_then(Value::as_str)
-                .is_some_and(|n| !n.is_empty())
-            {
+            let name = f.get("name").and_then(Value::as_str).unwrap_or("");
+            if name.is_empty() {
                 return Err(ApiError::invalid(format!(
                     "tools[{i}]: a function tool needs a `name` (in `function`)"
                 )));
