@@ -1,5 +1,5 @@
 //! The blocking engine work of a request, on the engine's
-//! [`Worker`](audio_engine::lfm2_audio::worker::Worker): the leased session (S2S) or its model
+//! `Worker` (`audio_engine::lfm2_audio::worker`): the leased session (S2S) or its model
 //! (ASR, TTS) runs the engine's [`Job`] ([`Session::run`](audio_engine::lfm2_audio::Session::run))
 //! and hands its events and its outcome to the channel the route or socket reads, each message
 //! shaped by that reader ([`Deliver`]): one channel from the engine to the client. A closed

@@ -41,7 +41,7 @@ pub struct ReplyOptions {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ReplyEvent {
     /// Text became available (whole UTF-8 characters; control tokens are left out, but for the
-    /// tool-call markers of a reply that may call tools: [`ReplyOptions::call_markers`]).
+    /// tool-call markers of a reply whose system turn lists tools).
     Text(String),
     /// 24 kHz mono samples became final.
     Audio(Vec<f32>),

@@ -2,7 +2,7 @@
 //! of its own, hands each event the job reports to an [`Outlet`], and gives the outlet the
 //! job's [`End`] once it is over. Every streamed run goes through it: the library's
 //! [`ReplyStream`](super::reply::ReplyStream) and `TurnStream` (an outlet over a channel, read
-//! by [`EventStream`]), the C ABI's pull-based stream (an outlet that waits until its reader asks
+//! by `EventStream`), the C ABI's pull-based stream (an outlet that waits until its reader asks
 //! for the next event) and the server's routes and Realtime sockets (an outlet into the async
 //! channel the socket reads: one channel from the engine to the client).
 //!
