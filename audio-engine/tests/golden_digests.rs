@@ -264,7 +264,11 @@ fn use_the_level_asked_for() {
 
 fn all_outputs(ty: Quant, prefix: &'static str, turns: usize) -> Digests {
     use_the_level_asked_for();
-    println!("CPU level {}, variant {}", cpu_level::in_use(), cpu_variant());
+    println!(
+        "CPU level {}, variant {}",
+        cpu_level::in_use(),
+        cpu_variant()
+    );
     let mut d = Digests {
         prefix,
         map: BTreeMap::new(),
@@ -431,5 +435,8 @@ fn every_lower_cpu_level_matches_its_golden_digests() {
             started.elapsed().as_secs_f64()
         );
     }
-    println!("levels {running:?}: {} checked in child processes", lower.len());
+    println!(
+        "levels {running:?}: {} checked in child processes",
+        lower.len()
+    );
 }
