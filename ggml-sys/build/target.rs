@@ -67,9 +67,10 @@ impl Target {
     /// default for the build machine (as before the levels; a cross build: portable).
     #[cfg(any(feature = "cuda", feature = "metal", feature = "vulkan"))]
     pub fn cmake_native(&self) -> bool {
-        match self.cpu.as_str() {
-            "levels" => !self.cross && !self.is_msvc(),
-            _ => !self.arch_flags().is_empty(),
+        if self.wants_levels() {
+            !self.cross && !self.is_msvc()
+        } else {
+            !self.arch_flags().is_empty()
         }
     }
 
