@@ -12,11 +12,17 @@
 //!
 //! Inputs are all 16 kHz (no resampling). The digest is documented in the fixture's header.
 //!
-//! Why per variant: ggml's CPU kernels are compiled for the build machine's instruction set
-//! (`-march=native`), and AVX2 and AVX-512 kernels round differently, so the same engine gives
-//! other bits on another CPU. The variant is [`cpu_variant`] (architecture + the features ggml
-//! was compiled with). On a variant without a recorded file the test says so and checks nothing
-//! (record one with `GOLDEN_UPDATE=1` on that machine, from an engine whose outputs are trusted).
+//! Why per variant: ggml's CPU kernels are compiled per instruction-set level (one chosen at run
+//! time) or for the build machine (`GGML_SYS_CPU=native`), and AVX2 and AVX-512 kernels round
+//! differently, so the same engine gives other bits on another CPU. The variant is
+//! [`cpu_variant`] (architecture + the features of the CPU level in use). On a variant without a
+//! recorded file the test says so and checks nothing (record one with `GOLDEN_UPDATE=1` on that
+//! machine, from an engine whose outputs are trusted).
+//!
+//! Every level: these tests run at the best level this CPU has, and
+//! `every_lower_cpu_level_matches_its_golden_digests` runs them again in a child process per
+//! lower level this CPU runs (`LFM2_CPU_LEVEL=<level>` forces it; add `GOLDEN_UPDATE=1` to
+//! record that level's file).
 
 mod common;
 
@@ -24,6 +30,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use audio_engine::ggml::cpu::cpu_level;
 use audio_engine::ggml::{cpu_variant, Backend};
 use audio_engine::lfm2_audio::conversation::artifact::ReplyStep;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
@@ -244,7 +251,24 @@ fn random_frames(n: usize, seed: u64) -> Vec<[u32; 8]> {
         .collect()
 }
 
+/// The variable that forces a CPU level in this test process (read here, not by the engine).
+const LEVEL_ENV: &str = "LFM2_CPU_LEVEL";
+
+/// Forces the level `LFM2_CPU_LEVEL` names, if set, before anything uses ggml's CPU code.
+fn use_the_level_asked_for() {
+    if let Some(level) = std::env::var_os(LEVEL_ENV) {
+        let level = level.to_str().expect("a level name is ASCII");
+        cpu_level::force(level).unwrap_or_else(|e| panic!("{LEVEL_ENV}={level}: {e}"));
+    }
+}
+
 fn all_outputs(ty: Quant, prefix: &'static str, turns: usize) -> Digests {
+    use_the_level_asked_for();
+    println!(
+        "CPU level {}, variant {}",
+        cpu_level::in_use(),
+        cpu_variant()
+    );
     let mut d = Digests {
         prefix,
         map: BTreeMap::new(),
@@ -364,4 +388,55 @@ fn q8_0_outputs_match_the_golden_digests() {
 #[test]
 fn q4_0_outputs_match_the_golden_digests() {
     check(all_outputs(Quant::Q4_0, "q4_0", 2));
+}
+
+/// The three tests above again at every lower level this CPU runs, one child process each (a
+/// level is chosen once per process).
+#[test]
+fn every_lower_cpu_level_matches_its_golden_digests() {
+    if std::env::var_os(LEVEL_ENV).is_some() {
+        // A child (or a run asked for one level): the tests above check that level.
+        return;
+    }
+    let levels = cpu_level::levels();
+    let running: Vec<&str> = levels.iter().filter(|l| l.runs).map(|l| l.name).collect();
+    // The highest is the one the tests above run at (nothing forces it in this process).
+    let Some((_, lower)) = running.split_last() else {
+        panic!("no CPU level runs here: {levels:?}");
+    };
+    for level in lower {
+        let started = std::time::Instant::now();
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "f32_outputs_match_the_golden_digests",
+                "q8_0_outputs_match_the_golden_digests",
+                "q4_0_outputs_match_the_golden_digests",
+                "--nocapture",
+            ])
+            .env(LEVEL_ENV, level)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        // why: the child's lines (a skip's marker among them) belong in this test's output.
+        println!("{stdout}");
+        assert!(
+            out.status.success(),
+            "CPU level {level}:\n{stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // why: a filter that matched nothing would pass too.
+        assert!(
+            stdout.contains("test result: ok. 3 passed"),
+            "CPU level {level}: {stdout}"
+        );
+        println!(
+            "CPU level {level}: the digests match ({:.0} s)",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    println!(
+        "levels {running:?}: {} checked in child processes",
+        lower.len()
+    );
 }

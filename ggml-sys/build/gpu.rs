@@ -42,11 +42,7 @@ pub fn build(root: &Path, target: &Target) {
         )
         .define(
             "GGML_NATIVE",
-            if target.arch_flags().is_empty() {
-                "OFF"
-            } else {
-                "ON"
-            },
+            if target.cmake_native() { "ON" } else { "OFF" },
         )
         .profile("Release");
     if cfg!(feature = "cuda") {
@@ -71,6 +67,19 @@ pub fn build(root: &Path, target: &Target) {
         println!("cargo:rerun-if-env-changed={var}");
     }
     let dst = cfg.build();
+    // The level queries (src/cpu_level.rs) of a one-level CPU backend: CMake builds one.
+    let manifest = std::path::PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set"));
+    let level = if target.cmake_native() {
+        "native"
+    } else {
+        "portable"
+    };
+    cc::Build::new()
+        .include(root.join("ggml").join("include"))
+        .define("GGML_SYS_CPU_SINGLE", Some(format!("\"{level}\"").as_str()))
+        .file(manifest.join("build").join("dispatch.c"))
+        .warnings(false)
+        .compile("ggml_sys_level");
     for dir in ["lib", "lib64"] {
         println!("cargo:rustc-link-search=native={}", dst.join(dir).display());
     }

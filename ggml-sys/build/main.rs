@@ -8,7 +8,11 @@
 mod cpu;
 #[cfg(any(feature = "cuda", feature = "metal", feature = "vulkan"))]
 mod gpu;
+#[cfg(not(any(feature = "cuda", feature = "metal", feature = "vulkan")))]
+mod levels;
 mod patch;
+#[cfg(not(any(feature = "cuda", feature = "metal", feature = "vulkan")))]
+mod rename;
 mod target;
 mod tree;
 

@@ -1,7 +1,10 @@
-//! What we compile for: read from `CARGO_CFG_*` (the target, not the host) plus two knobs.
+//! What we compile for: read from `CARGO_CFG_*` (the target, not the host) plus one knob.
 //!
-//! - `GGML_SYS_CPU=native` (default when host == target): tune for the build machine.
-//! - `GGML_SYS_CPU=portable`: the target's baseline ISA only, for binaries that run anywhere.
+//! - `GGML_SYS_CPU=levels` (the default): ggml's CPU code once per instruction-set level of the
+//!   target (build/levels.rs), the best one the running CPU has chosen at run time; on a target
+//!   without levels (or without `nm`/`objcopy`) this is `portable`.
+//! - `GGML_SYS_CPU=native`: tune for the build machine (its binaries may not run elsewhere).
+//! - `GGML_SYS_CPU=portable`: the target's baseline ISA only, one level.
 //! - `GGML_SYS_CPU=<name>`: passed as `-march=<name>` on x86_64 (e.g. `x86-64-v3`) and
 //!   `-mcpu=<name>` on aarch64.
 
@@ -14,28 +17,29 @@ pub struct Target {
     pub os: String,
     pub env: String,
     cpu: String,
+    #[cfg_attr(
+        not(any(feature = "cuda", feature = "metal", feature = "vulkan")),
+        allow(dead_code)
+    )]
+    cross: bool,
 }
 
 impl Target {
     pub fn from_env() -> Target {
         println!("cargo:rerun-if-env-changed={CPU_ENV}");
         let var = |k: &str| env::var(k).unwrap_or_default();
-        let cross = var("TARGET") != var("HOST");
+        // why not native by default: a binary built on an AVX-512 machine died with SIGILL on an
+        // AVX2 one (issue 40); the levels run anywhere and still use the host's best kernels.
         let cpu = env::var(CPU_ENV)
             .ok()
             .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| {
-                if cross {
-                    "portable".into()
-                } else {
-                    "native".into()
-                }
-            });
+            .unwrap_or_else(|| "levels".into());
         Target {
             arch: var("CARGO_CFG_TARGET_ARCH"),
             os: var("CARGO_CFG_TARGET_OS"),
             env: var("CARGO_CFG_TARGET_ENV"),
             cpu,
+            cross: var("TARGET") != var("HOST"),
         }
     }
 
@@ -43,13 +47,42 @@ impl Target {
         self.env == "msvc"
     }
 
-    /// ISA flags for every C/C++ file that includes ggml's SIMD code.
+    /// Whether ggml's CPU code is compiled once per level (`GGML_SYS_CPU=levels`, the default).
+    /// The cc build falls back to one portable level where the target has no levels.
+    pub fn wants_levels(&self) -> bool {
+        self.cpu == "levels"
+    }
+
+    /// The name the one-level build reports as its level (`native`, `portable`, or the CPU name).
+    #[cfg(not(any(feature = "cuda", feature = "metal", feature = "vulkan")))]
+    pub fn single_level_name(&self) -> &str {
+        if self.wants_levels() {
+            "portable"
+        } else {
+            &self.cpu
+        }
+    }
+
+    /// Whether a CMake (device) build turns on GGML_NATIVE. It builds one CPU backend: by
+    /// default for the build machine (as before the levels; a cross build: portable).
+    #[cfg(any(feature = "cuda", feature = "metal", feature = "vulkan"))]
+    pub fn cmake_native(&self) -> bool {
+        if self.wants_levels() {
+            !self.cross && !self.is_msvc()
+        } else {
+            !self.arch_flags().is_empty()
+        }
+    }
+
+    /// ISA flags for ggml's base and libllama, and for the CPU code of a one-level build. The
+    /// levels build compiles the base with none (the target's baseline) and adds each level's
+    /// flags to its own copy of the CPU code.
     pub fn arch_flags(&self) -> Vec<String> {
         if self.is_msvc() {
             return Vec::new();
         }
         match (self.arch.as_str(), self.cpu.as_str()) {
-            (_, "portable") => Vec::new(),
+            (_, "portable" | "levels") => Vec::new(),
             ("x86_64" | "x86", cpu) => vec![format!("-march={cpu}")],
             ("aarch64", cpu) => vec![format!("-mcpu={cpu}")],
             _ => Vec::new(),

@@ -13,6 +13,9 @@
 
 include!("bindings.rs");
 
+/// Which build of ggml's CPU code is in use: the instruction-set levels.
+pub mod cpu_level;
+
 /// CUDA backend entry points (feature `cuda`).
 #[cfg(feature = "cuda")]
 pub mod cuda {

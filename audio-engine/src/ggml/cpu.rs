@@ -1,10 +1,14 @@
-//! What the CPU backend was compiled for: the instruction-set features ggml's kernels use.
+//! What the CPU backend in use was compiled for: the instruction-set features ggml's kernels use.
 //!
-//! ggml's CPU kernels are chosen at compile time (`-march=native` by default, see the README's
-//! build options), and kernels for different features round differently, so output bits are a
-//! function of this list. Tests that pin output bits key them by [`cpu_variant`].
+//! ggml's CPU kernels are chosen at compile time, once per instruction-set level by default (the
+//! level in use is picked at run time, [`cpu_level`]; see the README's build options), and
+//! kernels for different features round differently, so output bits are a function of this
+//! list. Tests that pin output bits key them by [`cpu_variant`].
 
 use ggml_sys as sys;
+
+/// The instruction-set levels of ggml's CPU code: the one in use, and forcing one (for tests).
+pub use ggml_sys::cpu_level;
 
 /// The features ggml reports, in a fixed order: (name, query).
 const FEATURES: &[(&str, unsafe extern "C" fn() -> std::os::raw::c_int)] = &[
@@ -34,7 +38,7 @@ const FEATURES: &[(&str, unsafe extern "C" fn() -> std::os::raw::c_int)] = &[
     ("llamafile", sys::ggml_cpu_has_llamafile),
 ];
 
-/// The features the CPU backend's kernels were compiled with, in a fixed order.
+/// The features the kernels of the CPU level in use were compiled with, in a fixed order.
 pub fn cpu_features() -> Vec<&'static str> {
     FEATURES
         .iter()
