@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
-use audio_engine::lfm2_audio::step_anchor::{minor_faults, PrefillProbe};
+use audio_tooling::step_anchor::{minor_faults, PrefillProbe};
 
 use super::{median, Args};
 

@@ -34,8 +34,8 @@ use anyhow::{bail, Context, Result};
 use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext};
 use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::internals::task_calls::*;
-use audio_engine::lfm2_audio::step_anchor::StepProbe;
 use audio_engine::lfm2_audio::{Lfm2Audio, ReplyEvent};
+use audio_tooling::step_anchor::StepProbe;
 use serde_json::{json, Value};
 
 use super::{median, mib, self_exe, status_bytes, Args, Lcg};
