@@ -1,19 +1,18 @@
-//! Safe inference engine over the pinned ggml/llama.cpp, for LiquidAI's LFM2-Audio (speech
-//! recognition, text to speech, speech to speech, multi-turn conversations) and, with feature
-//! `llm`, multi-sequence decoding of hybrid LLMs through libllama.
+//! Safe inference engine over the pinned ggml, for LiquidAI's LFM2-Audio (speech recognition,
+//! text to speech, speech to speech, multi-turn conversations).
 //!
 //! The package is `lfm2-audio-engine`; the library is `audio_engine`. Applications use the
 //! facade [`lfm2_audio`]: [`Lfm2Audio`](lfm2_audio::Lfm2Audio) (a loaded model, shared freely:
 //! an `Arc` inside, `Send + Sync`) and [`Session`](lfm2_audio::Session) (one conversation's
-//! caches). [`ggml`] is the safe layer over ggml that the engine is built on; `llm` (feature
-//! `llm`) the libllama decoder.
+//! caches). [`ggml`] is the safe layer over ggml that the engine is built on. libllama's text
+//! models are another crate's (`lfm2-llm`).
 //!
 //! # Features
 //!
 //! None is needed for the engine on the CPU. `hub`: packages from the Hugging Face Hub and its
 //! cache (`lfm2_audio::hub`); `testkit`: the engine's internals for the workspace's tests and
-//! tooling; `llm`: libllama text models; `cuda`, `metal`, `vulkan`: ggml's GPU backends (the
-//! README's device table says which have run). The README's "Features" table has the details.
+//! tooling; `cuda`, `metal`, `vulkan`: ggml's GPU backends (the README's device table says
+//! which have run). The README's "Features" table has the details.
 //! The checkpoint converter, synthetic checkpoints and the built-in demo package are the
 //! tooling crate's (`lfm2-audio-tooling`, library `audio_tooling`).
 //!
@@ -154,5 +153,3 @@
 
 pub mod ggml;
 pub mod lfm2_audio;
-#[cfg(feature = "llm")]
-pub mod llm;

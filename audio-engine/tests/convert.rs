@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::dtype::{f16_to_f32, f32_to_f16};
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter};
-use audio_engine::ggml::llama::LlamaModel;
 use audio_engine::ggml::{quant, GgmlType};
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::internals::package::{Quant, UnknownQuant};
 use audio_engine::lfm2_audio::LoadError;
 use audio_tooling::convert::{convert, convert_files, ConvertError, NoProgress, Parts, Progress};
 use audio_tooling::safetensors::SafeTensorsWriter;
+use lfm2_llm::llama::LlamaModel;
 use serde_json::json;
 
 const MODEL: &str = "Tiny-Audio";

@@ -6,9 +6,10 @@
 //! shrink: an entry that no longer occurs fails too, so that removing an import also removes
 //! its permission. With no upward import, the folders cannot form an import circle.
 //!
-//! The same holds for the tooling crate's folders (`tooling/src`, [`TOOLING_LAYERS`]), and the
-//! crates themselves are layers: the product code (the engine library, the C library, the
-//! server) names no tooling crate ([`products_name_no_tooling`]).
+//! The same holds for the tooling crate's folders (`tooling/src`, [`TOOLING_LAYERS`]) and the
+//! libllama crate's (`llm/src`, [`LLM_LAYERS`]), and the crates themselves are layers: the
+//! product code (the engine library, the C library, the server) names neither
+//! ([`products_name_no_tooling`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -40,6 +41,22 @@ const LAYERS: [&str; 12] = [
     "api",
     // the facade (`mod.rs`)
     "mod",
+];
+
+/// The libllama crate's files (lfm2-llm, `llm/src`), bottom first.
+const LLM_LAYERS: [&str; 6] = [
+    // libllama's tokenizer alone (`vocab_only`)
+    "llama_vocab",
+    // the safe handles over llama-sys: models, contexts, batches, memory
+    "llama",
+    // token sampling
+    "sampler",
+    // the multi-sequence decoder
+    "decoder",
+    // random models written as GGUF
+    "random",
+    // the crate root
+    "lib",
 ];
 
 /// The tooling crate's folders (lfm2-audio-tooling, `tooling/src`), bottom first.
@@ -236,6 +253,11 @@ fn tooling_imports_run_only_downward() {
     );
 }
 
+#[test]
+fn llm_imports_run_only_downward() {
+    check_layers(&workspace().join("llm/src"), "crate::", &LLM_LAYERS, &[], 2);
+}
+
 /// Every import between the units of the files under `root` runs down `layers`, except the
 /// `known` ones (each of which must still occur); the scan must find more than `min` files and
 /// edges.
@@ -299,8 +321,9 @@ fn check_layers(root: &Path, prefix: &str, layers: &[&str], known: &[(&str, &str
     );
 }
 
-/// The product code (the engine library, the C library, the server) names no tooling crate: the
-/// one exception is the server's demo package, behind its feature `demo` (`serve/src/load.rs`).
+/// The product code (the engine library, the C library, the server) names neither the tooling
+/// crate nor the libllama one: the one exception is the server's demo package, behind its
+/// feature `demo` (`serve/src/load.rs`).
 #[test]
 fn products_name_no_tooling() {
     let ws = workspace();
@@ -313,13 +336,13 @@ fn products_name_no_tooling() {
     let mut named = Vec::new();
     for f in &files {
         let code = code_only(&std::fs::read_to_string(f).unwrap());
-        if code.contains("audio_tooling") && !allowed.contains(f) {
+        if (code.contains("audio_tooling") && !allowed.contains(f)) || code.contains("lfm2_llm") {
             named.push(f.strip_prefix(&ws).unwrap().display().to_string());
         }
     }
     assert!(
         named.is_empty(),
-        "product code names the tooling crate: {named:?}"
+        "product code names the tooling or libllama crate: {named:?}"
     );
     // why the raw text: `code_only` blanks the feature's name.
     let load = std::fs::read_to_string(&allowed[0]).unwrap();
