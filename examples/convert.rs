@@ -10,7 +10,8 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
-use audio_engine::lfm2_audio::{convert_checkpoint, ModelPackage, Progress, Quant};
+use audio_engine::lfm2_audio::{ModelPackage, Quant};
+use audio_tooling::{convert_checkpoint, Progress};
 use clap::Parser;
 
 /// Converts a Hugging Face LFM2-Audio checkpoint into the four published GGUF files.

@@ -9,10 +9,8 @@
 //! B alternate within each round and the median over rounds is reported.
 
 use anyhow::{bail, Context, Result};
-use audio_engine::llm::{
-    add_log_hook, resident_bytes, Decoder, DecoderConfig, RandomModel, Sampler,
-};
 use clap::Parser;
+use lfm2_llm::{add_log_hook, resident_bytes, Decoder, DecoderConfig, RandomModel, Sampler};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;

@@ -33,12 +33,11 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{
-    default_demo_dir, ensure_demo_package, ModelPackage, PackagePaths, Quant, SamplerConfig,
-};
-use audio_engine::lfm2_audio::{
     EngineError, Lfm2Audio, ModelOptions, S2sOptions, S2sRequest, Session, SessionOptions,
     TurnResult,
 };
+use audio_engine::lfm2_audio::{ModelPackage, PackagePaths, Quant, SamplerConfig};
+use audio_tooling::{default_demo_dir, ensure_demo_package};
 use common::full::{default_full_dir, ensure_full_package};
 
 /// A 16 kHz mono WAV: a deterministic integer waveform, different per `i` (about 1.5-2 s).

@@ -12,7 +12,7 @@
 #     (gdn_bench and bench need `llm`), and so llama-sys on top of the CUDA ggml;
 #   - the server's binary with `serve/cuda`.
 # All in one cargo invocation (see below why); its features are unified, so serve is linked with
-# the root crate's audio-engine features (llm, testkit) as well.
+# the root crate's audio-engine feature (testkit) as well.
 # Nothing is run; it prints the time of each stage and PASS/FAIL, and exits non-zero on failure.
 #
 # Which toolkit: the CUDA 12 wheels on PyPI (nvidia-cuda-nvcc-cu12, up to 12.9.86) ship ptxas and

@@ -12,7 +12,7 @@ mod hub_server;
 use std::ffi::{c_int, CString};
 use std::ptr::{null, null_mut};
 
-use audio_engine::lfm2_audio::internals::demo::ensure_demo_package;
+use audio_tooling::demo::ensure_demo_package;
 
 use common::capi::*;
 use hub_server::{File, HubServer};

@@ -12,7 +12,7 @@ mod hub_server;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use audio_engine::lfm2_audio::internals::demo::ensure_demo_package;
+use audio_tooling::demo::ensure_demo_package;
 
 use hub_server::{File, HubServer};
 

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use audio_engine::lfm2_audio::synthetic::{write_tiny_checkpoint, DEFAULT_SEED};
+use audio_tooling::synthetic::{write_tiny_checkpoint, DEFAULT_SEED};
 
 fn usage() -> ExitCode {
     eprintln!("usage: make_tiny_checkpoint OUT_DIR [--seed N]");

@@ -1,30 +1,31 @@
-//! Safe inference engine over the pinned ggml/llama.cpp, for LiquidAI's LFM2-Audio (speech
-//! recognition, text to speech, speech to speech, multi-turn conversations) and, with feature
-//! `llm`, multi-sequence decoding of hybrid LLMs through libllama.
+//! Safe inference engine over the pinned ggml, for LiquidAI's LFM2-Audio (speech recognition,
+//! text to speech, speech to speech, multi-turn conversations).
 //!
 //! The package is `lfm2-audio-engine`; the library is `audio_engine`. Applications use the
 //! facade [`lfm2_audio`]: [`Lfm2Audio`](lfm2_audio::Lfm2Audio) (a loaded model, shared freely:
 //! an `Arc` inside, `Send + Sync`) and [`Session`](lfm2_audio::Session) (one conversation's
-//! caches). [`ggml`] is the safe layer over ggml that the engine is built on; `llm` (feature
-//! `llm`) the libllama decoder.
+//! caches). [`ggml`] is the safe layer over ggml that the engine is built on. libllama's text
+//! models are another crate's (`lfm2-llm`).
 //!
 //! # Features
 //!
 //! None is needed for the engine on the CPU. `hub`: packages from the Hugging Face Hub and its
-//! cache (`lfm2_audio::hub`); `convert`: the checkpoint converter; `testkit`: synthetic
-//! checkpoints and the built-in demo package (random tiny weights, used by the examples below);
-//! `llm`: libllama text models; `cuda`, `metal`, `vulkan`: ggml's GPU backends (the README's
-//! device table says which have run). The README's "Features" table has the details.
+//! cache (`lfm2_audio::hub`); `testkit`: the engine's internals for the workspace's tests and
+//! tooling; `cuda`, `metal`, `vulkan`: ggml's GPU backends (the README's device table says
+//! which have run). The README's "Features" table has the details.
+//! The checkpoint converter, synthetic checkpoints and the built-in demo package are the
+//! tooling crate's (`lfm2-audio-tooling`, library `audio_tooling`).
 //!
 //! # Load a package
 //!
 //! A package is a directory with the four GGUF files of LFM2.5-Audio
 //! ([`Lfm2Audio::load`](lfm2_audio::Lfm2Audio::load)); the examples here load the demo package
-//! (feature `testkit`, written to a temporary directory the first time), whose text and speech
-//! are noise by design, so that they run on any machine without a download.
+//! (`audio_tooling::load_demo`, written to a temporary directory the first time), whose text and
+//! speech are noise by design, so that they run on any machine without a download.
 //!
 //! ```
-//! use audio_engine::lfm2_audio::{default_demo_dir, load_demo, Lfm2Audio, ModelOptions};
+//! use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
+//! use audio_tooling::{default_demo_dir, load_demo};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! // With real weights: Lfm2Audio::load("models/LFM2.5-Audio-1.5B-GGUF", ModelOptions::default())?
 //! let model: Lfm2Audio = load_demo(&default_demo_dir(), ModelOptions::default())?;
@@ -43,6 +44,7 @@
 //!
 //! ```
 //! use audio_engine::lfm2_audio::*;
+//! use audio_tooling::{default_demo_dir, load_demo};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let model = load_demo(&default_demo_dir(), ModelOptions::default())?;
 //! // One second of a tone stands in for a spoken question.
@@ -70,6 +72,7 @@
 //!
 //! ```
 //! use audio_engine::lfm2_audio::*;
+//! use audio_tooling::{default_demo_dir, load_demo};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let model = load_demo(&default_demo_dir(), ModelOptions::default())?;
 //! let mut session = Session::new(model.clone(), SessionOptions::default());
@@ -111,6 +114,7 @@
 //!
 //! ```
 //! use audio_engine::lfm2_audio::*;
+//! use audio_tooling::{default_demo_dir, load_demo};
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let model = load_demo(&default_demo_dir(), ModelOptions::default())?;
 //! let job = Job::Tts(TtsJob {
@@ -149,5 +153,3 @@
 
 pub mod ggml;
 pub mod lfm2_audio;
-#[cfg(feature = "llm")]
-pub mod llm;

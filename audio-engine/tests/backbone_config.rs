@@ -10,7 +10,7 @@ use audio_engine::lfm2_audio::internals::backbone_config::{
     LayerKind, Lfm2Backbone, Lfm2Config, LoadError, Mixer,
 };
 use audio_engine::lfm2_audio::internals::nn::QkvProjection;
-use audio_engine::llm::LlmModel;
+use lfm2_llm::LlmModel;
 
 const HIDDEN: u64 = 64;
 const FF: u64 = 96;

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::dtype::{quantize_q4_0, quantize_q8_0};
 use audio_engine::ggml::gguf::{GgufValue, GgufWriter};
-use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
 use audio_engine::ggml::{Backend, GgmlType};
 use audio_engine::lfm2_audio::internals::backbone::{Backbone, BackboneError, Position, Rows};
 use audio_engine::lfm2_audio::internals::backbone_config::Lfm2Backbone;
+use lfm2_llm::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
 
 const HIDDEN: u64 = 64;
 const FF: u64 = 96;

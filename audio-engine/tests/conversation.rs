@@ -18,7 +18,7 @@ use audio_engine::lfm2_audio::internals::tokenizer::Tokenizer;
 use audio_engine::lfm2_audio::{
     AudioInput, Job, OptionMap, OptionValue, Request, RequestContext, ResolvedRequest,
 };
-use audio_engine::llm::RandomModel;
+use lfm2_llm::RandomModel;
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------------

@@ -9,15 +9,13 @@ use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::dtype::{f16_to_f32, f32_to_f16};
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter};
-use audio_engine::ggml::llama::LlamaModel;
 use audio_engine::ggml::{quant, GgmlType};
-use audio_engine::lfm2_audio::convert::{
-    convert, convert_files, ConvertError, NoProgress, Parts, Progress,
-};
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::internals::package::{Quant, UnknownQuant};
-use audio_engine::lfm2_audio::internals::safetensors::SafeTensorsWriter;
 use audio_engine::lfm2_audio::LoadError;
+use audio_tooling::convert::{convert, convert_files, ConvertError, NoProgress, Parts, Progress};
+use audio_tooling::safetensors::SafeTensorsWriter;
+use lfm2_llm::llama::LlamaModel;
 use serde_json::json;
 
 const MODEL: &str = "Tiny-Audio";
@@ -340,7 +338,7 @@ fn values(g: &GgufFile, name: &str) -> Vec<f32> {
 }
 
 fn ckpt_values(ckpt: &Path, file: &str, name: &str) -> Vec<f32> {
-    audio_engine::lfm2_audio::internals::safetensors::SafeTensors::open(ckpt.join(file))
+    audio_tooling::safetensors::SafeTensors::open(ckpt.join(file))
         .unwrap()
         .f32(name)
         .unwrap()
@@ -878,14 +876,11 @@ fn converter_errors_are_typed() {
     ));
     assert_eq!("q4_0".parse::<Quant>().unwrap(), Quant::Q4_0);
     // An unmappable backbone tensor.
-    let st = audio_engine::lfm2_audio::internals::safetensors::SafeTensors::open(
-        ckpt.join("model.safetensors"),
-    )
-    .unwrap();
+    let st = audio_tooling::safetensors::SafeTensors::open(ckpt.join("model.safetensors")).unwrap();
     let mut w = SafeTensorsWriter::new();
     for n in st.names() {
         let t = st.tensor(n).unwrap();
-        if t.dtype == audio_engine::lfm2_audio::internals::safetensors::Dtype::I64 {
+        if t.dtype == audio_tooling::safetensors::Dtype::I64 {
             continue;
         }
         w.add_f32(n, t.shape, &st.f32(n).unwrap());

@@ -12,7 +12,6 @@ use std::time::Instant;
 
 use audio_engine::ggml::gguf::{GgufFile, GgufValue, GgufWriter, TensorData};
 use audio_engine::ggml::Backend;
-use audio_engine::lfm2_audio::convert::{convert, Progress};
 use audio_engine::lfm2_audio::internals::depthformer::{DepthError, Depthformer, KEY_ROPE_THETA};
 use audio_engine::lfm2_audio::internals::load_error::LoadError;
 use audio_engine::lfm2_audio::internals::package::Quant;
@@ -21,6 +20,7 @@ use audio_engine::lfm2_audio::internals::sampling::{
     argmax, AudioSampler, SampleError, SamplerConfig, S2S_AUDIO_TEMPERATURE, S2S_AUDIO_TOP_K,
     TTS_AUDIO_TEMPERATURE, TTS_AUDIO_TOP_K,
 };
+use audio_tooling::convert::{convert, Progress};
 
 use common::lfm2_tiny::{checkpoint_dir, reference, Step};
 

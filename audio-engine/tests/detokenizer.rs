@@ -11,12 +11,12 @@ use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use audio_engine::ggml::Backend;
-use audio_engine::lfm2_audio::convert::{convert, Progress};
 use audio_engine::lfm2_audio::internals::detokenizer::{
     Detokenizer, DetokenizerError, DetokenizerOptions, SAMPLES_PER_FRAME, UPSAMPLE,
 };
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
+use audio_tooling::convert::{convert, Progress};
 
 use common::lfm2_tiny::{checkpoint_dir, reference};
 

@@ -8,15 +8,15 @@ use std::path::{Path, PathBuf};
 
 use audio_engine::ggml::gguf::{GgufFile, GgufWriter};
 use audio_engine::ggml::{Backend, Context, GgmlType, GraphAllocator};
-use audio_engine::lfm2_audio::convert::mmproj::convert_mmproj;
-use audio_engine::lfm2_audio::convert::{ConvertError, HfCheckpoint, Progress};
 use audio_engine::lfm2_audio::internals::encoder::{AudioEncoder, EncoderOutput};
 use audio_engine::lfm2_audio::internals::features::log_mel;
 use audio_engine::lfm2_audio::internals::load_error::LoadError;
 use audio_engine::lfm2_audio::internals::package::Quant;
-use audio_engine::lfm2_audio::internals::safetensors::{Dtype, SafeTensors, SafeTensorsWriter};
 use audio_engine::lfm2_audio::internals::weights::WeightFile;
-use audio_engine::lfm2_audio::synthetic::{tiny_input_signal, write_tiny_checkpoint, DEFAULT_SEED};
+use audio_tooling::convert::mmproj::convert_mmproj;
+use audio_tooling::convert::{ConvertError, HfCheckpoint, Progress};
+use audio_tooling::safetensors::{Dtype, SafeTensors, SafeTensorsWriter};
+use audio_tooling::synthetic::{tiny_input_signal, write_tiny_checkpoint, DEFAULT_SEED};
 
 fn cpu() -> Backend {
     let be = Backend::cpu().expect("CPU backend");

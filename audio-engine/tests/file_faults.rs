@@ -16,10 +16,10 @@ use std::process::Command;
 
 use audio_engine::ggml::gguf::GgufErrorKind;
 use audio_engine::ggml::GgmlError;
-use audio_engine::lfm2_audio::convert::{convert, ConvertError, NoProgress};
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths, Quant};
 use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, EngineError, Lfm2Audio, ModelOptions, S2sOptions};
+use audio_tooling::convert::{convert, ConvertError, NoProgress};
 
 use common::child::{self, report};
 use common::lfm2_tiny::{checkpoint_dir, input_signal};

@@ -5,12 +5,17 @@
 //! upward imports the tree still has, each to be removed (issue #21). That list may only
 //! shrink: an entry that no longer occurs fails too, so that removing an import also removes
 //! its permission. With no upward import, the folders cannot form an import circle.
+//!
+//! The same holds for the tooling crate's folders (`tooling/src`, [`TOOLING_LAYERS`]) and the
+//! libllama crate's (`llm/src`, [`LLM_LAYERS`]), and the crates themselves are layers: the
+//! product code (the engine library, the C library, the server) names neither
+//! ([`products_name_no_tooling`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// The layers, bottom first: a unit may import the units listed before it.
-const LAYERS: [&str; 13] = [
+const LAYERS: [&str; 12] = [
     // reading audio files (WAV, resampling)
     "io",
     // ggml graphs of the components, typed weights, sampling, the package reader
@@ -34,10 +39,40 @@ const LAYERS: [&str; 13] = [
     "session",
     // the one request model: Job, Outcome, Session::run
     "api",
-    // converter, synthetic checkpoints, demo package (features)
-    "tooling",
     // the facade (`mod.rs`)
     "mod",
+];
+
+/// The libllama crate's files (lfm2-llm, `llm/src`), bottom first.
+const LLM_LAYERS: [&str; 6] = [
+    // libllama's tokenizer alone (`vocab_only`)
+    "llama_vocab",
+    // the safe handles over llama-sys: models, contexts, batches, memory
+    "llama",
+    // token sampling
+    "sampler",
+    // the multi-sequence decoder
+    "decoder",
+    // random models written as GGUF
+    "random",
+    // the crate root
+    "lib",
+];
+
+/// The tooling crate's folders (lfm2-audio-tooling, `tooling/src`), bottom first.
+const TOOLING_LAYERS: [&str; 6] = [
+    // the safetensors container, read and written
+    "safetensors",
+    // deterministic synthetic checkpoints (written as safetensors)
+    "synthetic",
+    // checkpoint -> the four GGUF files (reads safetensors)
+    "convert",
+    // the bench's backbone anchors
+    "step_anchor",
+    // the demo package: a synthetic checkpoint, converted
+    "demo",
+    // the crate root
+    "lib",
 ];
 
 /// Upward imports that remain, as (importing unit, imported unit). Remove an entry when its
@@ -46,6 +81,14 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src/lfm2_audio")
+}
+
+/// The workspace's root folder.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_owned()
 }
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -147,6 +190,12 @@ fn group_heads(s: &str) -> Vec<String> {
 
 /// The units of `lfm2_audio` that the code of the file at `rel` names.
 fn imported_units(rel: &Path, code: &str) -> BTreeSet<String> {
+    imported_units_of(rel, code, "crate::lfm2_audio::", &LAYERS)
+}
+
+/// The units of `layers` that the code of the file at `rel` (under the module that `prefix`
+/// names from the crate root) names.
+fn imported_units_of(rel: &Path, code: &str, prefix: &str, layers: &[&str]) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut add = |rest: &str| {
         if rest.starts_with('{') {
@@ -155,10 +204,15 @@ fn imported_units(rel: &Path, code: &str) -> BTreeSet<String> {
             out.insert(ident_at(rest).to_owned());
         }
     };
-    const CRATE: &str = "crate::lfm2_audio::";
     let mut at = 0;
-    while let Some(i) = code[at..].find(CRATE) {
-        at += i + CRATE.len();
+    while let Some(i) = code[at..].find(prefix) {
+        let before = code[..at + i].chars().next_back();
+        at += i + prefix.len();
+        // why: `audio_engine::x` holds `engine::`-like tails of other crates' paths; only a
+        // path that starts at `crate` counts.
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            continue;
+        }
         add(&code[at..]);
     }
     // `super::` chains that climb to `lfm2_audio`: a file `a/b.rs` is module `a::b`, so two
@@ -179,30 +233,52 @@ fn imported_units(rel: &Path, code: &str) -> BTreeSet<String> {
             add(&code[at..]);
         }
     }
-    out.retain(|u| LAYERS.contains(&u.as_str()));
+    out.retain(|u| layers.contains(&u.as_str()));
     out
 }
 
 #[test]
 fn lfm2_audio_imports_run_only_downward() {
-    let root = root();
+    check_layers(&root(), "crate::lfm2_audio::", &LAYERS, KNOWN_UPWARD, 50);
+}
+
+#[test]
+fn tooling_imports_run_only_downward() {
+    check_layers(
+        &workspace().join("tooling/src"),
+        "crate::",
+        &TOOLING_LAYERS,
+        &[],
+        5,
+    );
+}
+
+#[test]
+fn llm_imports_run_only_downward() {
+    check_layers(&workspace().join("llm/src"), "crate::", &LLM_LAYERS, &[], 2);
+}
+
+/// Every import between the units of the files under `root` runs down `layers`, except the
+/// `known` ones (each of which must still occur); the scan must find more than `min` files and
+/// edges.
+fn check_layers(root: &Path, prefix: &str, layers: &[&str], known: &[(&str, &str)], min: usize) {
     let mut files = Vec::new();
-    sources(&root, &mut files);
+    sources(root, &mut files);
     files.sort();
     let layer = |u: &str| {
-        LAYERS
+        layers
             .iter()
             .position(|l| *l == u)
-            .unwrap_or_else(|| panic!("unit `{u}` is in no layer: add it to LAYERS"))
+            .unwrap_or_else(|| panic!("unit `{u}` is in no layer: add it to the layers"))
     };
     // (from, to) -> the files with that import.
     let mut upward: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     let mut edges = 0;
     for f in &files {
-        let rel = f.strip_prefix(&root).unwrap();
+        let rel = f.strip_prefix(root).unwrap();
         let from = unit_of(rel);
         let code = code_only(&std::fs::read_to_string(f).unwrap());
-        for to in imported_units(rel, &code) {
+        for to in imported_units_of(rel, &code, prefix, layers) {
             if to == from {
                 continue;
             }
@@ -215,8 +291,11 @@ fn lfm2_audio_imports_run_only_downward() {
             }
         }
     }
-    assert!(files.len() > 50 && edges > 50, "the scan found too little");
-    let known: BTreeSet<(String, String)> = KNOWN_UPWARD
+    assert!(
+        files.len() > min && edges > min,
+        "the scan found too little"
+    );
+    let known: BTreeSet<(String, String)> = known
         .iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
         .collect();
@@ -240,6 +319,41 @@ fn lfm2_audio_imports_run_only_downward() {
         "these upward imports are gone: remove them from KNOWN_UPWARD:\n{}",
         gone.join("\n")
     );
+}
+
+/// The product code (the engine library, the C library, the server) names neither the tooling
+/// crate nor the libllama one: the one exception is the server's demo package, behind its
+/// feature `demo` (`serve/src/load.rs`).
+#[test]
+fn products_name_no_tooling() {
+    let ws = workspace();
+    let mut files = Vec::new();
+    for dir in ["audio-engine/src", "src", "serve/src"] {
+        sources(&ws.join(dir), &mut files);
+    }
+    assert!(files.len() > 100, "the scan found too little");
+    let allowed = [ws.join("serve/src/load.rs")];
+    let mut named = Vec::new();
+    for f in &files {
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        if (code.contains("audio_tooling") && !allowed.contains(f)) || code.contains("lfm2_llm") {
+            named.push(f.strip_prefix(&ws).unwrap().display().to_string());
+        }
+    }
+    assert!(
+        named.is_empty(),
+        "product code names the tooling or libllama crate: {named:?}"
+    );
+    // why the raw text: `code_only` blanks the feature's name.
+    let load = std::fs::read_to_string(&allowed[0]).unwrap();
+    for (i, _) in load.match_indices("audio_tooling") {
+        let before = &load[..i];
+        let gate = before.rfind("#[cfg(feature = \"demo\")]");
+        assert!(
+            gate.is_some_and(|g| !before[g..].contains(';')),
+            "serve/src/load.rs names the tooling crate outside its `demo` arm"
+        );
+    }
 }
 
 #[test]

@@ -226,7 +226,7 @@ fn device_option_names_what_is_missing() {
 
 #[test]
 fn converted_backbone_logits_agree_with_llama_cpp() {
-    use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
+    use lfm2_llm::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
     let paths = package(Quant::F32);
     let e = engine(Quant::F32);
     let toks = e.tokenizer().encode(

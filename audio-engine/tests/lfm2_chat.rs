@@ -358,7 +358,7 @@ fn another_request_stops_the_prefill_ahead_without_changing_bytes() {
 #[test]
 fn a_session_encodes_in_its_kept_buffer_with_the_same_bits() {
     let e = engine(Quant::F32);
-    let signal = audio_engine::lfm2_audio::synthetic::tiny_input_signal();
+    let signal = audio_tooling::synthetic::tiny_input_signal();
     let mut session = Session::new(e.clone(), SessionOptions::default());
     let n = signal.len();
     for len in [n, n / 4, n / 2, n, 3 * n / 4] {

@@ -10,7 +10,7 @@
 
 mod common;
 
-use audio_engine::llm::{Decoder, DecoderConfig, EvalObserver, RandomModel, Sampler, SeqId};
+use lfm2_llm::{Decoder, DecoderConfig, EvalObserver, RandomModel, Sampler, SeqId};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -214,7 +214,7 @@ fn child_main(path: &str) {
     let parts: Vec<&str> = spec.split(',').collect();
     let offloaded = Arc::new(AtomicUsize::new(0));
     let seen = offloaded.clone();
-    audio_engine::llm::add_log_hook(move |line| {
+    lfm2_llm::add_log_hook(move |line| {
         // "load_tensors: offloaded 3/3 layers to GPU"
         if let Some(rest) = line.split("offloaded ").nth(1) {
             if let Some(Ok(n)) = rest.split('/').next().map(str::parse::<usize>) {

@@ -1,7 +1,7 @@
 //! A model written to a GGUF file loads back through `LlmModel::load` and decodes to the same
 //! bytes as the in-memory original; a bad path is a typed error, not a crash.
 
-use audio_engine::llm::{Decoder, DecoderConfig, LlmError, LlmModel, RandomModel, Sampler};
+use lfm2_llm::{Decoder, DecoderConfig, LlmError, LlmModel, RandomModel, Sampler};
 
 fn decode(model: &LlmModel) -> Vec<u32> {
     let cfg = DecoderConfig {

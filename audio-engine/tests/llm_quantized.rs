@@ -12,7 +12,7 @@
 mod common;
 
 use audio_engine::lfm2_audio::internals::package::Quant;
-use audio_engine::llm::{Decoder, DecoderConfig, LlmModel, Sampler};
+use lfm2_llm::{Decoder, DecoderConfig, LlmModel, Sampler};
 
 use common::package::package;
 

@@ -3,8 +3,8 @@
 //! (read once per process, so run in a child) keeps the old allocate + memset: fully resident.
 
 use audio_engine::ggml::lazy_memory::resident_bytes;
-use audio_engine::ggml::llama::add_log_hook;
-use audio_engine::llm::{Decoder, DecoderConfig, RandomModel, Sampler};
+use lfm2_llm::llama::add_log_hook;
+use lfm2_llm::{Decoder, DecoderConfig, RandomModel, Sampler};
 use std::sync::{Arc, Mutex};
 
 const N_SEQ: u32 = 16;
@@ -42,7 +42,7 @@ struct Measured {
     rss_growth_at_create: usize,
 }
 
-fn create_and_measure(model: &audio_engine::llm::LlmModel) -> (Decoder, Measured) {
+fn create_and_measure(model: &lfm2_llm::LlmModel) -> (Decoder, Measured) {
     let lines = Arc::new(Mutex::new(Vec::<String>::new()));
     let sink = lines.clone();
     add_log_hook(move |l| sink.lock().unwrap().push(l.to_string()));

@@ -15,9 +15,9 @@ use std::io::Cursor;
 use audio_engine::lfm2_audio::internals::audio::{decode_wav_bytes, resample, ReadOptions};
 use audio_engine::lfm2_audio::internals::features::log_mel;
 use audio_engine::lfm2_audio::internals::package::Quant;
-use audio_engine::lfm2_audio::internals::safetensors::{Dtype, SafeTensors};
 use audio_engine::lfm2_audio::internals::task_calls::*;
 use audio_engine::lfm2_audio::{AsrOptions, StopReason};
+use audio_tooling::safetensors::{Dtype, SafeTensors};
 
 use common::lfm2_tiny::reference;
 use common::package::engine;

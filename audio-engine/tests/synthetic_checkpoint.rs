@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-use audio_engine::lfm2_audio::internals::safetensors::{Dtype, SafeTensors};
-use audio_engine::lfm2_audio::synthetic::{
+use audio_tooling::safetensors::{Dtype, SafeTensors};
+use audio_tooling::synthetic::{
     tiny_input_signal, write_tiny_checkpoint, TinyConfig, DEFAULT_SEED, INPUT_SIGNAL_SAMPLES,
 };
 

@@ -19,11 +19,11 @@ use audio_engine::lfm2_audio::conversation::{
 use audio_engine::lfm2_audio::internals::audio::ReadOptions;
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::prompt::{PromptPiece, SYSTEM_S2S};
-use audio_engine::lfm2_audio::internals::safetensors::{Dtype, SafeTensors};
 use audio_engine::lfm2_audio::{
     Artifact, ArtifactKind, AudioInput, Lfm2Audio, Outcome, Request, RequestContext, Session,
     SessionOptions, Task, QUESTION_ID, REPLY_ID,
 };
+use audio_tooling::safetensors::{Dtype, SafeTensors};
 
 use common::lfm2_tiny::{input_signal, reference};
 use common::package::engine;

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use audio_engine::ggml::gguf::{GgufMetadata, GgufValue, GgufWriter};
-use audio_engine::ggml::llama_vocab::{LlamaVocab, LlamaVocabError};
 use audio_engine::lfm2_audio::internals::tokenizer::{TokenType, Tokenizer, TokenizerError};
-use audio_engine::llm::RandomModel;
+use lfm2_llm::llama_vocab::{LlamaVocab, LlamaVocabError};
+use lfm2_llm::RandomModel;
 
 // ---------------------------------------------------------------------------
 // the synthetic vocabulary

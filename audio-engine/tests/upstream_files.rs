@@ -7,7 +7,6 @@
 mod common;
 
 use audio_engine::ggml::gguf::{GgufFile, GgufValue};
-use audio_engine::ggml::llama::LlamaModel;
 use audio_engine::ggml::{Backend, GgmlType};
 use audio_engine::lfm2_audio::internals::backbone::Backbone;
 use audio_engine::lfm2_audio::internals::encoder::AudioEncoder;
@@ -23,6 +22,7 @@ use audio_engine::lfm2_audio::internals::weights::WeightFile;
 use audio_engine::lfm2_audio::{
     AsrOptions, Lfm2Audio, ModelOptions, ReplyResult, S2sOptions, TtsOptions, Voice,
 };
+use lfm2_llm::llama::LlamaModel;
 
 use common::lfm2_tiny::{input_signal, reference};
 use common::package::{engine, package, rel};

@@ -50,7 +50,6 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
 use audio_engine::ggml::vnni_q4_0_built;
 use audio_engine::lfm2_audio::conversation::{Artifact, ArtifactKind, QUESTION_ID};
 use audio_engine::lfm2_audio::internals::task_calls::*;
@@ -60,6 +59,7 @@ use audio_engine::lfm2_audio::{
 };
 use clap::{value_parser, Parser};
 use common::full::{complete, default_full_dir, ensure_full_package};
+use lfm2_llm::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
 use serde_json::{json, Value};
 
 /// The S2S conversation protocol at full size, against llama.cpp on the same backbone file.

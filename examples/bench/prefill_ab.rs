@@ -19,8 +19,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
-use audio_engine::lfm2_audio::step_anchor::{minor_faults, PrefillProbe};
+use audio_tooling::step_anchor::{minor_faults, PrefillProbe};
+use lfm2_llm::llama::{ContextOptions, LlamaBatch, LlamaContext, LlamaModel};
 
 use super::{median, Args};
 

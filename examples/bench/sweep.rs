@@ -31,11 +31,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use audio_engine::ggml::llama::{ContextOptions, LlamaBatch, LlamaContext};
 use audio_engine::lfm2_audio::conversation::Artifact;
 use audio_engine::lfm2_audio::internals::task_calls::*;
-use audio_engine::lfm2_audio::step_anchor::StepProbe;
 use audio_engine::lfm2_audio::{Lfm2Audio, ReplyEvent};
+use audio_tooling::step_anchor::StepProbe;
+use lfm2_llm::llama::{ContextOptions, LlamaBatch, LlamaContext};
 use serde_json::{json, Value};
 
 use super::{median, mib, self_exe, status_bytes, Args, Lcg};

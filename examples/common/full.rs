@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
-use audio_engine::lfm2_audio::synthetic::{write_checkpoint, TinyConfig, DEFAULT_SEED};
-use audio_engine::lfm2_audio::{convert_checkpoint, PackagePaths, Progress, Quant};
+use audio_engine::lfm2_audio::{PackagePaths, Quant};
+use audio_tooling::synthetic::{write_checkpoint, TinyConfig, DEFAULT_SEED};
+use audio_tooling::{convert_checkpoint, Progress};
 
 /// The model name of the package's files.
 pub const FULL_MODEL: &str = "LFM2-Audio-Synthetic-Full";

@@ -9,7 +9,8 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use audio_engine::ggml::Device;
-use audio_engine::lfm2_audio::{default_demo_dir, load_demo, vars, Lfm2Audio, ModelOptions};
+use audio_engine::lfm2_audio::{vars, Lfm2Audio, ModelOptions};
+use audio_tooling::{default_demo_dir, load_demo};
 
 /// An environment variable.
 pub fn env_var(name: &str) -> Option<String> {

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::internals::safetensors::{SafeTensors, SafeTensorsWriter};
+use audio_tooling::safetensors::{SafeTensors, SafeTensorsWriter};
 use lfm2_engine_fuzz::write_seeds_if_asked;
 use libfuzzer_sys::fuzz_target;
 

@@ -151,8 +151,8 @@ impl Script {
 pub fn demo() -> &'static PackagePaths {
     static PATHS: OnceLock<PackagePaths> = OnceLock::new();
     PATHS.get_or_init(|| {
-        let dir = audio_engine::lfm2_audio::default_demo_dir();
-        audio_engine::lfm2_audio::ensure_demo_package(&dir).expect("demo package")
+        let dir = audio_tooling::default_demo_dir();
+        audio_tooling::ensure_demo_package(&dir).expect("demo package")
     })
 }
 

@@ -24,8 +24,8 @@ pub fn load_model(path: Option<&Path>, settings: &Settings) -> anyhow::Result<Lf
     match path {
         Some(p) => Ok(Lfm2Audio::load(p, opts)?),
         #[cfg(feature = "demo")]
-        None => Ok(audio_engine::lfm2_audio::load_demo(
-            &audio_engine::lfm2_audio::default_demo_dir(),
+        None => Ok(audio_tooling::load_demo(
+            &audio_tooling::default_demo_dir(),
             opts,
         )?),
         #[cfg(not(feature = "demo"))]

@@ -319,7 +319,7 @@ fn spawn_logged(args: &[&str], env: &[(&str, &str)]) -> (Kill, String) {
     model(); // makes sure the demo package exists
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_serve"));
     cmd.arg("--model")
-        .arg(audio_engine::lfm2_audio::default_demo_dir())
+        .arg(audio_tooling::default_demo_dir())
         .args(["--port", "0", "--threads", "1"])
         .args(args)
         .env_remove("RUST_LOG")

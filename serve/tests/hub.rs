@@ -11,7 +11,8 @@ mod hub_server;
 use std::path::{Path, PathBuf};
 
 use audio_engine::lfm2_audio::internals::task_calls::*;
-use audio_engine::lfm2_audio::{default_demo_dir, ensure_demo_package, AsrOptions};
+use audio_engine::lfm2_audio::AsrOptions;
+use audio_tooling::{default_demo_dir, ensure_demo_package};
 use clap::Parser;
 use serve::config::{Cli, Settings};
 

@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::internals::demo::ensure_demo_package;
 use audio_engine::lfm2_audio::internals::package::ModelPackage;
 use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
+use audio_tooling::demo::ensure_demo_package;
 
 /// The repository root (the root package's manifest directory).
 pub fn root() -> PathBuf {

@@ -106,11 +106,15 @@ fn default_threshold() -> Option<LogLevel> {
     }
 }
 
-pub(crate) unsafe extern "C" fn trampoline(
-    level: u32,
-    text: *const c_char,
-    _user_data: *mut c_void,
-) {
+/// The log callback this layer installs into ggml, for the other C libraries built on the same
+/// ggml (libllama's `llama_log_set`, in lfm2-llm) to route their log through the same sinks. It
+/// never unwinds and ignores its user data.
+///
+/// # Safety
+///
+/// `text` is null or a NUL-terminated string valid for the duration of the call (what ggml and
+/// libllama pass).
+pub unsafe extern "C" fn trampoline(level: u32, text: *const c_char, _user_data: *mut c_void) {
     if text.is_null() {
         return;
     }

@@ -17,10 +17,6 @@ pub mod error;
 pub mod gguf;
 pub mod graph;
 pub mod lazy_memory;
-#[cfg(feature = "llm")]
-pub mod llama;
-#[cfg(all(feature = "llm", feature = "testkit"))]
-pub mod llama_vocab;
 pub mod log;
 mod mapped_buffers;
 pub mod mapped_file;

@@ -5,8 +5,8 @@
 //! `run_cancellable`, and a session's `prepare_turn`), the options, requests, outcomes,
 //! [`Voice`], the WAV helpers and the errors; protocol layers (the C ABI,
 //! the HTTP server) also use [`conversation`], the multi-turn protocol's artifacts and checks.
-//! With feature `convert`, the checkpoint converter (`convert`, `convert_checkpoint`); with
-//! `testkit`, the built-in demo package (`load_demo`) and synthetic checkpoints (`synthetic`).
+//! The checkpoint converter, synthetic checkpoints and the built-in demo package are another
+//! crate's (lfm2-audio-tooling, library `audio_tooling`).
 //!
 //! Inside, the modules are private and grouped by role, as layers: bottom first, each
 //! importing only the ones below it (`tests/layers.rs` keeps this true, listing the upward
@@ -24,7 +24,6 @@
 //! | `tasks` | ASR, TTS, one-shot S2S |
 //! | `session` | multi-turn sessions: the conversation protocol, prefill-block cache, prefill ahead, encoder-output reuse |
 //! | `api` | the one request model: `Job` in, events to a sink, `Outcome` out (the doors: `Lfm2Audio::run`, `Session::run`, `Session::prepare_turn`); the binaries' environment variables parsed (`vars`) |
-//! | `tooling` | (features) converter, synthetic checkpoints, demo package |
 //!
 //! [`limits`] (public) lists every limit on what one request may make the engine hold (audio
 //! seconds, conversation steps, TTS text, system prompt, artifacts), each defined once.
@@ -48,7 +47,6 @@ mod model;
 mod session;
 mod tasks;
 mod text;
-mod tooling;
 
 // The facade: what an application needs, importable from here alone.
 pub use crate::ggml::ThreadBudgetStats;
@@ -101,27 +99,10 @@ pub use text::tools;
 #[cfg(feature = "hub")]
 pub use model::hub;
 
-/// The checkpoint converter (feature `convert`): Hugging Face LFM2-Audio checkpoint -> the four
-/// GGUF files.
-#[cfg(feature = "convert")]
-pub use tooling::convert;
-/// The checkpoint converter's entry point ([`convert::convert`]), named for the facade.
-#[cfg(feature = "convert")]
-pub use tooling::convert::convert as convert_checkpoint;
-#[cfg(feature = "convert")]
-pub use tooling::convert::{ConvertError, NoProgress, Progress};
-#[cfg(feature = "testkit")]
-pub use tooling::demo::{default_demo_dir, ensure_demo_package, load_demo, DEMO_MODEL};
-/// The batched backbone step timed alone, for the bench (feature `testkit`).
-#[cfg(feature = "testkit")]
-pub use tooling::step_anchor;
-/// Deterministic synthetic checkpoints in the published layout (feature `testkit`).
-#[cfg(feature = "testkit")]
-pub use tooling::synthetic;
-
-/// The engine's modules under their former flat names, for this workspace's integration tests
-/// and benches (feature `testkit`): they reach into components (a backbone forward, a
-/// detokenizer stream, the tokenizer) that applications do not need. Not a stable API.
+/// The engine's modules under their former flat names, for this workspace's integration tests,
+/// benches and tooling crate (feature `testkit`): they reach into components (a backbone
+/// forward, a detokenizer stream, the tokenizer, the GGUF key names) that applications do not
+/// need. Not a stable API.
 #[cfg(feature = "testkit")]
 #[doc(hidden)]
 pub mod internals {
@@ -150,5 +131,4 @@ pub mod internals {
     pub use super::session::{conversation, prefill_cache};
     pub use super::tasks::{asr, s2s, tts};
     pub use super::text::{prompt, tokenizer};
-    pub use super::tooling::{convert, demo, safetensors, synthetic};
 }

@@ -50,8 +50,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::internals::safetensors::{Dtype, SafeTensors};
-use audio_engine::lfm2_audio::synthetic::{
+use audio_tooling::safetensors::{Dtype, SafeTensors};
+use audio_tooling::synthetic::{
     tiny_input_signal, write_tiny_checkpoint, TinyConfig, DEFAULT_SEED,
 };
 

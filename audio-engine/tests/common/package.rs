@@ -3,10 +3,10 @@
 use std::path::Path;
 use std::sync::{Mutex, OnceLock};
 
-use audio_engine::lfm2_audio::convert::{convert, Progress};
 use audio_engine::lfm2_audio::internals::package::Quant;
 use audio_engine::lfm2_audio::internals::package::{ModelPackage, PackagePaths};
 use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions, Session, SessionOptions};
+use audio_tooling::convert::{convert, Progress};
 
 use super::lfm2_tiny::checkpoint_dir;
 

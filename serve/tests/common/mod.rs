@@ -12,7 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 
-use audio_engine::lfm2_audio::{default_demo_dir, load_demo, Lfm2Audio, ModelOptions};
+use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
+use audio_tooling::{default_demo_dir, load_demo};
 use base64::Engine as _;
 use serde_json::{json, Value};
 use serve::config::{entries_for, Settings};

@@ -12,9 +12,10 @@
 //! A key that older files spelled differently has a `LEGACY_*` companion: loaders read the
 //! upstream spelling and fall back to the old one, saying so in a debug log line.
 //!
-//! Some keys only the converter writes (feature `convert`) and the spelling test reads; the
-//! loaders of a default build do not, so this table alone may hold names that build leaves unused.
-#![cfg_attr(not(feature = "convert"), allow(dead_code))]
+//! Some keys only the converter writes (lfm2-audio-tooling, through `internals`, feature
+//! `testkit`) and the spelling test reads; the loaders do not, so this table alone may hold names
+//! a build without `testkit` leaves unused.
+#![cfg_attr(not(feature = "testkit"), allow(dead_code))]
 
 /// `general.architecture`.
 pub const GENERAL_ARCHITECTURE: &str = "general.architecture";

@@ -209,8 +209,9 @@ impl DecodeCache {
         &self.backend
     }
 
-    /// The allocator of the runs' graphs.
-    pub(crate) fn allocator(&self) -> &GraphAllocator {
+    /// The allocator of the runs' graphs (its buffer size is what the bench's prefill probe
+    /// reports, in lfm2-audio-tooling).
+    pub fn allocator(&self) -> &GraphAllocator {
         &self.alloc
     }
 

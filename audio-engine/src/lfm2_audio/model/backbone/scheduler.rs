@@ -3,7 +3,7 @@
 //!
 //! A generating reply announces each step ([`StepScheduler::intend`]) when it starts it, then
 //! posts it (its decode cache, the position, whether it needs logits) and waits for the
-//! result; the steps are run in [`Ticks`](super::super::ticks): the first poster that finds no
+//! result; the steps are run in `Ticks` (`model/ticks.rs`): the first poster that finds no
 //! tick running gathers the announced steps (waiting for replies still busy with their frame),
 //! computes up to `max_batch` of them as one graph and hands each its result. So a reply alone
 //! runs its steps itself without waiting, and replies join and leave between ticks.

@@ -1,9 +1,8 @@
 //! The frame scheduler: the depthformer frames of every speaking reply on a loaded model,
-//! batched across replies into ticks ([`Ticks`]) of [`Depthformer::frames`], as the step
-//! scheduler batches the backbone's steps. A reply announces its frame when it learns one comes
-//! next, posts it (its frame rows and its audio sampler move in and back out, with the
-//! backbone's hidden state) and waits for the codes; a frame's bits do not depend on its
-//! company.
+//! batched across replies into ticks (`Ticks`, `model/ticks.rs`) of [`Depthformer::frames`], as
+//! the step scheduler batches the backbone's steps. A reply announces its frame when it learns
+//! one comes next, posts it (its frame rows and its audio sampler move in and back out, with the
+//! backbone's hidden state) and waits for the codes; a frame's bits do not depend on its company.
 
 use std::sync::{Arc, Mutex};
 

@@ -1,5 +1,5 @@
 //! FastConformer audio encoder and adapter of LFM2-Audio, as ggml graphs over the tensors of the
-//! mmproj GGUF (llama.cpp's names, see [`crate::lfm2_audio::tooling::convert::mmproj`]).
+//! mmproj GGUF (llama.cpp's names, see lfm2-audio-tooling's `convert::mmproj`).
 //!
 //! Input: normalised log-mel features, mel-major `[n_mels, n_frames]` as
 //! [`crate::lfm2_audio::model::features`] produces them. Output: the conformer states

@@ -12,8 +12,8 @@
 //! Encoding goes through ggml's own quantizers (`ggml_quantize_chunk`), so the bytes are what
 //! the C tools write.
 
-use crate::ggml::dtype::{f16_to_f32, f32_to_f16};
-use crate::ggml::{quant, GgmlError, GgmlType};
+use audio_engine::ggml::dtype::{f16_to_f32, f32_to_f16};
+use audio_engine::ggml::{quant, GgmlError, GgmlType};
 
 use super::Quant;
 

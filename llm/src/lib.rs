@@ -1,8 +1,16 @@
 //! Text models through llama.cpp: multi-sequence batched decoding of hybrid (gated-delta-net)
 //! models such as qwen35, with sequences joining, leaving and forking, and speculative rollback.
+//! The LFM2-Audio engine (`lfm2-audio-engine`) never uses it: the workspace's benches time
+//! llama.cpp's own models with it, and its tests compare the engine's tokenizer and backbone with
+//! libllama's ([`llama_vocab`], [`llama`]).
+//!
+//! [`llama`] holds the safe handles over `llama-sys` (models, contexts, batches, memory),
+//! [`llama_vocab`] libllama's tokenizer loaded alone, [`RandomModel`] random models of the
+//! supported architectures written as GGUF; both sys crates share one ggml, whose log routing
+//! (through the engine's safe ggml layer) libllama's log joins.
 //!
 //! ```no_run
-//! use audio_engine::llm::{Decoder, DecoderConfig, LlmModel, RandomModel, Sampler};
+//! use lfm2_llm::{Decoder, DecoderConfig, LlmModel, RandomModel, Sampler};
 //! let model = RandomModel::tiny_qwen35(7).build()?;
 //! let mut dec = Decoder::new(&model, DecoderConfig { n_seq_max: 4, ..Default::default() })?;
 //! let a = dec.join(&[1, 2, 3], Sampler::greedy())?;
@@ -15,24 +23,29 @@
 //! dec.leave(a)?;
 //! let c = dec.fork(b, Sampler::greedy())?;
 //! # let _ = c;
-//! # Ok::<(), audio_engine::llm::LlmError>(())
+//! # Ok::<(), lfm2_llm::LlmError>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod decoder;
-#[cfg(feature = "testkit")]
+pub mod llama;
+pub mod llama_vocab;
 mod random;
 mod sampler;
 
-pub use crate::ggml::llama::{ContextOptions, EvalObserver, LlamaModel as LlmModel};
+// The safe ggml layer: GGUF metadata and writer, the log routing.
+use audio_engine::ggml;
+
+pub use crate::llama::{ContextOptions, EvalObserver, LlamaModel as LlmModel};
 // libllama's log lines (e.g. its recurrent-state buffer mapping) and how much of a mapping is
 // resident: what benchmarks of the lazily zeroed state buffer look at.
 pub use crate::ggml::{lazy_memory::resident_bytes, log::add_log_hook};
 pub use decoder::{Decoder, DecoderConfig, SeqId, StepOutput};
-#[cfg(feature = "testkit")]
 pub use random::{Arch, RandomModel};
 pub use sampler::Sampler;
 
-use crate::ggml::llama::LlamaError;
+use crate::llama::LlamaError;
 
 /// Errors of the text-model API.
 #[derive(Debug, thiserror::Error)]
@@ -73,5 +86,5 @@ pub enum LlmError {
     },
 }
 
-/// Result alias for this module.
+/// Result alias for this crate.
 pub type Result<T> = std::result::Result<T, LlmError>;

@@ -13,9 +13,9 @@ use serde_json::Value;
 use super::quantize::vocoder_type;
 use super::write::{ggml_shape, write_gguf, Planned};
 use super::{open_safetensors, ConvertError, HfCheckpoint, Progress, Quant, Result};
-use crate::ggml::gguf::GgufMetadata;
-use crate::lfm2_audio::model::gguf_keys as K;
-use crate::lfm2_audio::tooling::safetensors::{Dtype, SafeTensors};
+use crate::safetensors::{Dtype, SafeTensors};
+use audio_engine::ggml::gguf::GgufMetadata;
+use audio_engine::lfm2_audio::internals::gguf_keys as K;
 
 /// The vocoder file's `general.architecture`.
 pub const VOCODER_ARCH: &str =

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 
 use super::convert::{convert, Progress, Quant};
 use super::synthetic::{write_tiny_checkpoint, DEFAULT_SEED};
-use crate::lfm2_audio::engine::{Lfm2Audio, ModelOptions};
-use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::package::{ModelPackage, PackagePaths};
+use audio_engine::lfm2_audio::EngineError;
+use audio_engine::lfm2_audio::{Lfm2Audio, ModelOptions};
+use audio_engine::lfm2_audio::{ModelPackage, PackagePaths};
 
 /// Model name of the demo package's files.
 pub const DEMO_MODEL: &str = "LFM2-Audio-Demo-Tiny";

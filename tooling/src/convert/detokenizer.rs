@@ -12,8 +12,8 @@ use serde_json::Value;
 use super::backbone::{finish_keys, general_keys, plan_lfm2, Lfm2Hparams, QUANTIZATION_VERSION};
 use super::write::write_gguf;
 use super::{open_safetensors, read_json, ConvertError, HfCheckpoint, Progress, Quant, Result};
-use crate::ggml::gguf::GgufMetadata;
-use crate::lfm2_audio::model::gguf_keys as K;
+use audio_engine::ggml::gguf::GgufMetadata;
+use audio_engine::lfm2_audio::internals::gguf_keys as K;
 
 /// Key of the detokenizer's attention window.
 pub const KEY_SLIDING_WINDOW: &str = K::LFM2_SLIDING_WINDOW;

@@ -1,6 +1,6 @@
 //! Safe handles over llama-sys: models, contexts, batches and the recurrent/KV memory.
 //!
-//! This is the only place that touches libllama's raw pointers; `crate::llm` builds the
+//! This is the only place that touches libllama's raw pointers; the crate root builds the
 //! multi-sequence API on top. Handles own their pointers (RAII); a context keeps its model alive
 //! through an `Arc`, so neither needs a lifetime and both can move between threads.
 

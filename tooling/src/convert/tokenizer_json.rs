@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::{read_json, ConvertError, Result};
-use crate::ggml::gguf::{GgufArray, GgufMetadata, GgufValue};
-use crate::lfm2_audio::model::gguf_keys as K;
+use audio_engine::ggml::gguf::{GgufArray, GgufMetadata, GgufValue};
+use audio_engine::lfm2_audio::internals::gguf_keys as K;
 
 /// llama.cpp's token types (`llama_token_type`).
 pub mod token_type {
@@ -311,7 +311,11 @@ impl BpeVocab {
     }
 
     /// Appends the keys `_set_vocab_gpt2` writes, in its order (`tokenizer.ggml.pre` is `pre`).
-    pub fn write_keys(&self, md: &mut GgufMetadata, pre: &str) -> crate::ggml::gguf::Result<()> {
+    pub fn write_keys(
+        &self,
+        md: &mut GgufMetadata,
+        pre: &str,
+    ) -> audio_engine::ggml::gguf::Result<()> {
         md.insert(K::TOKENIZER_MODEL, "gpt2")?;
         md.insert(K::TOKENIZER_PRE, pre)?;
         md.insert(

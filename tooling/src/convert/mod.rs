@@ -16,8 +16,8 @@
 use std::path::{Path, PathBuf};
 
 use super::safetensors::{SafeTensors, SafeTensorsError};
-use crate::ggml::gguf::GgufError;
-use crate::lfm2_audio::model::package::PackagePaths;
+use audio_engine::ggml::gguf::GgufError;
+use audio_engine::lfm2_audio::PackagePaths;
 
 pub mod backbone;
 pub mod detokenizer;
@@ -27,7 +27,7 @@ pub mod tokenizer_json;
 pub mod vocoder;
 mod write;
 
-pub use crate::lfm2_audio::model::package::{Quant, UnknownQuant};
+pub use audio_engine::lfm2_audio::{Quant, UnknownQuant};
 
 /// Why a conversion failed.
 #[derive(Debug, thiserror::Error)]

@@ -1,4 +1,4 @@
-//! Backbone work timed alone (feature `testkit`), for the bench's anchors: the batched step of
+//! Backbone work timed alone, for the bench's anchors: the batched step of
 //! the session sweep (`Backbone::forward_steps` at each width on a backbone file, without the
 //! scheduler, the depthformer or anything else of a reply), and one prefill block for the
 //! prefill A/B against llama.cpp ([`PrefillProbe`]).
@@ -6,10 +6,10 @@
 use std::path::Path;
 use std::time::Instant;
 
-use crate::ggml::Backend;
-use crate::lfm2_audio::error::EngineError;
-use crate::lfm2_audio::model::backbone::config::Lfm2Backbone;
-use crate::lfm2_audio::model::backbone::{Backbone, BatchCompute, Position, Rows, Step};
+use audio_engine::ggml::Backend;
+use audio_engine::lfm2_audio::internals::backbone::{Backbone, BatchCompute, Position, Rows, Step};
+use audio_engine::lfm2_audio::internals::backbone_config::Lfm2Backbone;
+use audio_engine::lfm2_audio::EngineError;
 
 /// The backbone file loaded on a CPU backend with `threads` threads, `Q4_0` products through
 /// the VNNI column kernel or not; and that backend.

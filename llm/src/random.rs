@@ -3,7 +3,7 @@
 
 use super::{LlmModel, Result};
 use crate::ggml::gguf::GgufMetadata;
-use crate::ggml::llama::{LlamaError, LlamaModel, TensorRequest};
+use crate::llama::{LlamaError, LlamaModel, TensorRequest};
 
 /// Architectures [`RandomModel`] can build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,9 +5,9 @@ use std::cell::RefCell;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::ggml::gguf::{GgufMetadata, GgufWriter, TensorData};
-use crate::ggml::GgmlType;
-use crate::lfm2_audio::tooling::safetensors::SafeTensors;
+use crate::safetensors::SafeTensors;
+use audio_engine::ggml::gguf::{GgufMetadata, GgufWriter, TensorData};
+use audio_engine::ggml::GgmlType;
 
 use super::quantize::{encode, round_through_f16};
 use super::{ConvertError, Progress, Result};

@@ -10,11 +10,11 @@ use super::quantize::{hf_converter_type, llama_quantize_type};
 use super::tokenizer_json::BpeVocab;
 use super::write::{ggml_shape, param_count, size_label, write_gguf, Planned};
 use super::{ConvertError, HfCheckpoint, Progress, Quant, Result};
-use crate::ggml::gguf::GgufMetadata;
-use crate::ggml::GgmlType;
-use crate::lfm2_audio::model::gguf_keys as K;
-use crate::lfm2_audio::model::load_error::LFM2_ARCH;
-use crate::lfm2_audio::tooling::safetensors::{Dtype, SafeTensors};
+use crate::safetensors::{Dtype, SafeTensors};
+use audio_engine::ggml::gguf::GgufMetadata;
+use audio_engine::ggml::GgmlType;
+use audio_engine::lfm2_audio::internals::gguf_keys as K;
+use audio_engine::lfm2_audio::internals::load_error::LFM2_ARCH;
 
 /// `general.quantization_version` (`GGML_QNT_VERSION`).
 pub const QUANTIZATION_VERSION: u32 = 2;
@@ -177,7 +177,11 @@ impl Lfm2Hparams {
     }
 
     /// Appends `TextModel.set_gguf_parameters` + `LFM2Model`'s keys, in the converter's order.
-    pub fn write_keys(&self, md: &mut GgufMetadata, ty: Quant) -> crate::ggml::gguf::Result<()> {
+    pub fn write_keys(
+        &self,
+        md: &mut GgufMetadata,
+        ty: Quant,
+    ) -> audio_engine::ggml::gguf::Result<()> {
         md.insert(K::LFM2_BLOCK_COUNT, self.block_count)?;
         if let Some(n) = self.context_length {
             md.insert(K::LFM2_CONTEXT_LENGTH, n)?;
@@ -300,7 +304,7 @@ pub(crate) fn general_keys(
     md: &mut GgufMetadata,
     name: &str,
     plan: &[Planned<'_>],
-) -> crate::ggml::gguf::Result<()> {
+) -> audio_engine::ggml::gguf::Result<()> {
     md.insert(K::GENERAL_ARCHITECTURE, LFM2_ARCH)?;
     md.insert(K::GENERAL_TYPE, "model")?;
     md.insert(K::GENERAL_NAME, name)?;
@@ -310,7 +314,10 @@ pub(crate) fn general_keys(
 
 /// `llama-quantize` re-sets `general.quantization_version` and `general.file_type`, which moves
 /// them to the end of the metadata; the converter's own files keep them in place.
-pub(crate) fn finish_keys(md: &mut GgufMetadata, ty: Quant) -> crate::ggml::gguf::Result<()> {
+pub(crate) fn finish_keys(
+    md: &mut GgufMetadata,
+    ty: Quant,
+) -> audio_engine::ggml::gguf::Result<()> {
     if ty.is_quantized() {
         md.remove(K::GENERAL_QUANTIZATION_VERSION);
         md.remove(K::GENERAL_FILE_TYPE);

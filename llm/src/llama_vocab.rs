@@ -1,5 +1,5 @@
 //! A libllama vocabulary loaded on its own (`vocab_only`): llama.cpp's own tokenizer, used as the
-//! reference the Rust tokenizer (`crate::lfm2_audio::text::tokenizer`) is checked against.
+//! reference the Rust tokenizer (lfm2-audio-engine's `lfm2_audio::text::tokenizer`) is checked against.
 //!
 //! libllama throws C++ exceptions (which abort across FFI) for token ids out of range, so every
 //! call checks ids first and returns [`LlamaVocabError`] instead.
@@ -46,7 +46,7 @@ static INIT: Once = Once::new();
 fn init_backend() {
     INIT.call_once(|| {
         // SAFETY: llama_backend_init only initialises process-wide tables and may run more than
-        // once (crate::ggml::llama calls it too); `Once` keeps this module to one call.
+        // once (`crate::llama` calls it too); `Once` keeps this module to one call.
         unsafe { sys::llama_backend_init() };
         // SAFETY: the trampoline is a valid `extern "C"` function for the whole program, never
         // unwinds and ignores its user data, so null is fine.

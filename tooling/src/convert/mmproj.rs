@@ -32,11 +32,11 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::{ConvertError, HfCheckpoint, Progress, Quant, Result};
-use crate::ggml::dtype::{self, GgmlType};
-use crate::ggml::gguf::{GgufWriter, TensorData};
-use crate::ggml::quant;
-use crate::lfm2_audio::model::gguf_keys as K;
-use crate::lfm2_audio::tooling::safetensors::Dtype;
+use crate::safetensors::Dtype;
+use audio_engine::ggml::dtype::{self, GgmlType};
+use audio_engine::ggml::gguf::{GgufWriter, TensorData};
+use audio_engine::ggml::quant;
+use audio_engine::lfm2_audio::internals::gguf_keys as K;
 
 /// BatchNorm epsilon the converter folds with (PyTorch's default, which liquid-audio uses).
 const BATCH_NORM_EPS: f32 = 1e-5;

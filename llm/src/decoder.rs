@@ -4,7 +4,7 @@
 //! [`step`]: Decoder::step
 
 use super::{LlmError, LlmModel, Result, Sampler};
-use crate::ggml::llama::{ContextOptions, EvalObserver, LlamaBatch, LlamaContext};
+use crate::llama::{ContextOptions, EvalObserver, LlamaBatch, LlamaContext};
 
 /// A sequence handle (its slot in the context).
 pub type SeqId = i32;

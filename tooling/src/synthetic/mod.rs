@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-use crate::lfm2_audio::tooling::safetensors::{SafeTensorsError, SafeTensorsWriter};
+use crate::safetensors::{SafeTensorsError, SafeTensorsWriter};
 use rng::{cos_two_pi_frac, tensor_stream, SplitMix64};
 
 /// The seed the committed reference fixture (`tests/fixtures/lfm2_tiny`) was made with.

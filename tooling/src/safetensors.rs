@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::ggml::dtype::{bf16_to_f32, f16_to_f32};
+use audio_engine::ggml::dtype::{bf16_to_f32, f16_to_f32};
 
 /// Why a safetensors file could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -138,7 +138,7 @@ struct Entry {
 #[derive(Debug)]
 pub struct SafeTensors {
     file: PathBuf,
-    map: crate::ggml::MappedFile,
+    map: audio_engine::ggml::MappedFile,
     data_start: usize,
     entries: BTreeMap<String, Entry>,
     metadata: BTreeMap<String, String>,
@@ -155,7 +155,7 @@ impl SafeTensors {
         let f = File::open(&file).map_err(io_err)?;
         // why: like every reader of model files we assume nobody truncates the file while it is
         // open (see `MappedFile`).
-        let map = crate::ggml::MappedFile::map(&f).map_err(io_err)?;
+        let map = audio_engine::ggml::MappedFile::map(&f).map_err(io_err)?;
         let bad = |reason: String| SafeTensorsError::Malformed {
             file: file.clone(),
             reason,
@@ -317,16 +317,14 @@ fn parse_entry(v: &serde_json::Value) -> std::result::Result<Entry, String> {
     })
 }
 
-/// Builds a safetensors file in memory and writes it (for the synthetic checkpoints, feature
-/// `testkit`, and the tests).
+/// Builds a safetensors file in memory and writes it (for the synthetic checkpoints and the
+/// tests).
 #[derive(Debug, Default)]
-#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 pub struct SafeTensorsWriter {
     tensors: BTreeMap<String, (Dtype, Vec<usize>, Vec<u8>)>,
     metadata: BTreeMap<String, String>,
 }
 
-#[cfg_attr(not(feature = "testkit"), allow(dead_code))]
 impl SafeTensorsWriter {
     /// An empty file.
     pub fn new() -> SafeTensorsWriter {
