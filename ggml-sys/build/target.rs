@@ -1,9 +1,10 @@
 //! What we compile for: read from `CARGO_CFG_*` (the target, not the host) plus one knob.
 //!
-//! - `GGML_SYS_CPU=levels` (the default): ggml's CPU code once per instruction-set level of the
+//! - `GGML_SYS_CPU=levels` (opt-in for now): ggml's CPU code once per instruction-set level of the
 //!   target (build/levels.rs), the best one the running CPU has chosen at run time; on a target
 //!   without levels (or without `nm`/`objcopy`) this is `portable`.
-//! - `GGML_SYS_CPU=native`: tune for the build machine (its binaries may not run elsewhere).
+//! - `GGML_SYS_CPU=native` (the default when host == target; `portable` when cross-compiling):
+//!   tune for the build machine (its binaries may not run elsewhere).
 //! - `GGML_SYS_CPU=portable`: the target's baseline ISA only, one level.
 //! - `GGML_SYS_CPU=<name>`: passed as `-march=<name>` on x86_64 (e.g. `x86-64-v3`) and
 //!   `-mcpu=<name>` on aarch64.
@@ -28,18 +29,20 @@ impl Target {
     pub fn from_env() -> Target {
         println!("cargo:rerun-if-env-changed={CPU_ENV}");
         let var = |k: &str| env::var(k).unwrap_or_default();
-        // why not native by default: a binary built on an AVX-512 machine died with SIGILL on an
-        // AVX2 one (issue 40); the levels run anywhere and still use the host's best kernels.
+        // why native still the default: the levels (which run anywhere, issue 40) cost 1.5x the
+        // cold build and their AMX and Zen 4 bytes are not yet checked on such a CPU; they
+        // become the default once CI has run them (GGML_SYS_CPU=levels opts in).
+        let cross = var("TARGET") != var("HOST");
         let cpu = env::var(CPU_ENV)
             .ok()
             .filter(|v| !v.is_empty())
-            .unwrap_or_else(|| "levels".into());
+            .unwrap_or_else(|| if cross { "portable" } else { "native" }.into());
         Target {
             arch: var("CARGO_CFG_TARGET_ARCH"),
             os: var("CARGO_CFG_TARGET_OS"),
             env: var("CARGO_CFG_TARGET_ENV"),
             cpu,
-            cross: var("TARGET") != var("HOST"),
+            cross,
         }
     }
 
