@@ -151,5 +151,7 @@
 //! `cc chat.c $(pkg-config --cflags --libs audiocpp)`.
 #![warn(missing_docs)]
 
-pub mod ggml;
+/// The safe layer over ggml the engine is built on (the crate `lfm2-ggml`, under the path the
+/// engine has always given it).
+pub use lfm2_ggml as ggml;
 pub mod lfm2_audio;

@@ -9,7 +9,9 @@
 //! The same holds for the tooling crate's folders (`tooling/src`, [`TOOLING_LAYERS`]) and the
 //! libllama crate's (`llm/src`, [`LLM_LAYERS`]), and the crates themselves are layers: the
 //! product code (the engine library, the C library, the server) names neither
-//! ([`products_name_no_tooling`]).
+//! ([`products_name_no_tooling`]). The safe ggml layer (lfm2-ggml, `ggml/src`) has no import
+//! circle of more than two files, and its only pairs are [`GGML_PAIRS`]
+//! ([`ggml_has_no_circle_over_two_files`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -44,11 +46,13 @@ const LAYERS: [&str; 12] = [
 ];
 
 /// The libllama crate's files (lfm2-llm, `llm/src`), bottom first.
-const LLM_LAYERS: [&str; 6] = [
+const LLM_LAYERS: [&str; 7] = [
     // libllama's tokenizer alone (`vocab_only`)
     "llama_vocab",
     // the safe handles over llama-sys: models, contexts, batches, memory
     "llama",
+    // the text-model API's error (wraps libllama's)
+    "error",
     // token sampling
     "sampler",
     // the multi-sequence decoder
@@ -318,6 +322,110 @@ fn check_layers(root: &Path, prefix: &str, layers: &[&str], known: &[(&str, &str
         gone.is_empty(),
         "these upward imports are gone: remove them from KNOWN_UPWARD:\n{}",
         gone.join("\n")
+    );
+}
+
+/// The pairs of files in the safe ggml layer that import each other: a context makes its tensors,
+/// a tensor borrows its context. May only shrink, like [`KNOWN_UPWARD`].
+const GGML_PAIRS: &[(&str, &str)] = &[("context", "tensor")];
+
+/// The safe ggml layer's files (a folder, `gguf/` or `ops/`, counts as one unit) import one
+/// another in no circle of more than two, and in pairs only as [`GGML_PAIRS`] says. Names the
+/// crate root re-exports (`crate::Tensor`) count as imports of the file that defines them.
+#[test]
+fn ggml_has_no_circle_over_two_files() {
+    let root = workspace().join("ggml/src");
+    let mut files = Vec::new();
+    sources(&root, &mut files);
+    files.sort();
+    let units: BTreeSet<String> = files
+        .iter()
+        .map(|f| unit_of(f.strip_prefix(&root).unwrap()))
+        .filter(|u| u != "lib")
+        .collect();
+    // The root's re-exports (`pub use unit::{A, B};`): name -> the unit that defines it.
+    let lib = code_only(&std::fs::read_to_string(root.join("lib.rs")).unwrap());
+    let mut owner: BTreeMap<String, String> =
+        units.iter().map(|u| (u.clone(), u.clone())).collect();
+    for stmt in lib.split(';') {
+        let Some(at) = stmt.find("pub use ") else {
+            continue;
+        };
+        let path = stmt[at + "pub use ".len()..].trim();
+        let unit = ident_at(path).to_owned();
+        if !units.contains(&unit) {
+            continue;
+        }
+        let rest = path[unit.len()..].trim_start_matches("::");
+        let names = if rest.starts_with('{') {
+            group_heads(rest)
+        } else {
+            vec![ident_at(rest).to_owned()]
+        };
+        for name in names {
+            owner.entry(name).or_insert_with(|| unit.clone());
+        }
+    }
+    let names: Vec<&str> = owner.keys().map(String::as_str).collect();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let rel = f.strip_prefix(&root).unwrap();
+        let from = unit_of(rel);
+        if from == "lib" {
+            continue; // the root re-exports every unit
+        }
+        let code = code_only(&std::fs::read_to_string(f).unwrap());
+        let to = imported_units_of(rel, &code, "crate::", &names)
+            .into_iter()
+            .map(|n| owner[&n].clone())
+            .filter(|t| *t != from)
+            .collect::<Vec<_>>();
+        edges.entry(from).or_default().extend(to);
+    }
+    let n_edges: usize = edges.values().map(BTreeSet::len).sum();
+    assert!(
+        units.len() > 20 && n_edges > 40,
+        "the scan found too little"
+    );
+    let reach = |from: &str| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from.to_owned()];
+        while let Some(u) = todo.pop() {
+            for v in edges.get(&u).into_iter().flatten() {
+                if seen.insert(v.clone()) {
+                    todo.push(v.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reached: BTreeMap<&String, BTreeSet<String>> =
+        units.iter().map(|u| (u, reach(u))).collect();
+    let mut circles: BTreeSet<Vec<String>> = BTreeSet::new();
+    for u in &units {
+        let mut circle: Vec<String> = units
+            .iter()
+            .filter(|v| *v == u || (reached[u].contains(*v) && reached[v].contains(u)))
+            .cloned()
+            .collect();
+        circle.sort();
+        if circle.len() > 1 {
+            circles.insert(circle);
+        }
+    }
+    let big: Vec<&Vec<String>> = circles.iter().filter(|c| c.len() > 2).collect();
+    assert!(
+        big.is_empty(),
+        "import circles of more than two files in ggml: {big:?}"
+    );
+    let pairs: BTreeSet<Vec<String>> = GGML_PAIRS
+        .iter()
+        .map(|(a, b)| vec![a.to_string(), b.to_string()])
+        .collect();
+    assert_eq!(
+        circles, pairs,
+        "the pairs of ggml files that import each other are not GGML_PAIRS (a new one is an \
+         import to remove; a gone one is an entry to remove)"
     );
 }
 

@@ -3,8 +3,10 @@
 //!
 //! [`step`]: Decoder::step
 
-use super::{LlmError, LlmModel, Result, Sampler};
+use crate::error::{LlmError, Result};
+use crate::llama::LlamaModel as LlmModel;
 use crate::llama::{ContextOptions, EvalObserver, LlamaBatch, LlamaContext};
+use crate::sampler::Sampler;
 
 /// A sequence handle (its slot in the context).
 pub type SeqId = i32;

@@ -4,7 +4,7 @@
 //! multi-sequence API on top. Handles own their pointers (RAII); a context keeps its model alive
 //! through an `Arc`, so neither needs a lifetime and both can move between threads.
 
-use crate::ggml::gguf::{GgufMetadata, GgufWriter};
+use lfm2_ggml::gguf::{GgufMetadata, GgufWriter};
 use llama_sys as sys;
 use std::ffi::{c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -61,16 +61,16 @@ pub type Result<T> = std::result::Result<T, LlamaError>;
 
 static BACKEND_INIT: Once = Once::new();
 
-pub use crate::ggml::log::add_log_hook;
+pub use lfm2_ggml::log::add_log_hook;
 
-/// Initialises libllama once per process and routes its log through [`crate::ggml::log`].
+/// Initialises libllama once per process and routes its log through [`lfm2_ggml::log`].
 fn init_backend() {
     BACKEND_INIT.call_once(|| {
         // SAFETY: called exactly once (guarded by `Once`) before any other libllama call.
         unsafe { sys::llama_backend_init() };
         // SAFETY: the trampoline is a valid `extern "C"` function for the whole program, never
         // unwinds, and ignores its user data, so null is fine. libllama also sets it for ggml.
-        unsafe { sys::llama_log_set(Some(crate::ggml::log::trampoline), std::ptr::null_mut()) };
+        unsafe { sys::llama_log_set(Some(lfm2_ggml::log::trampoline), std::ptr::null_mut()) };
     });
 }
 

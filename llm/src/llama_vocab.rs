@@ -50,7 +50,7 @@ fn init_backend() {
         unsafe { sys::llama_backend_init() };
         // SAFETY: the trampoline is a valid `extern "C"` function for the whole program, never
         // unwinds and ignores its user data, so null is fine.
-        unsafe { sys::llama_log_set(Some(crate::ggml::log::trampoline), std::ptr::null_mut()) };
+        unsafe { sys::llama_log_set(Some(lfm2_ggml::log::trampoline), std::ptr::null_mut()) };
     });
 }
 

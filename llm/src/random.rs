@@ -1,9 +1,9 @@
 //! Random models of a real architecture, built in memory (no file) through libllama's
 //! `llama_model_init_from_user`: for tests and benchmarks that need real graphs but no weights.
 
-use super::{LlmModel, Result};
-use crate::ggml::gguf::GgufMetadata;
+use crate::error::Result;
 use crate::llama::{LlamaError, LlamaModel, TensorRequest};
+use lfm2_ggml::gguf::GgufMetadata;
 
 /// Architectures [`RandomModel`] can build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,7 +134,7 @@ impl RandomModel {
     pub fn metadata(&self) -> GgufMetadata {
         let a = self.arch.name();
         let mut m = GgufMetadata::new();
-        let mut put = |k: String, v: crate::ggml::gguf::GgufValue| {
+        let mut put = |k: String, v: lfm2_ggml::gguf::GgufValue| {
             m.set(k, v).expect("distinct, well-formed keys");
         };
         put("general.architecture".into(), a.into());
@@ -232,10 +232,10 @@ impl RandomModel {
 
     /// Builds the model (weights drawn per tensor name from the seed, so any tensor's values do
     /// not depend on which other tensors exist).
-    pub fn build(&self) -> Result<LlmModel> {
+    pub fn build(&self) -> Result<LlamaModel> {
         let seed = self.seed;
         let mut fill = |t: &TensorRequest<'_>| -> Vec<u8> {
-            if t.ggml_type != crate::ggml::dtype::GgmlType::F32 as u32 {
+            if t.ggml_type != lfm2_ggml::dtype::GgmlType::F32 as u32 {
                 return Vec::new(); // wrong length -> reported as an error by the loader wrapper
             }
             tensor_values(seed, t.name, t.n_bytes / 4)

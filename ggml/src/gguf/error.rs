@@ -4,7 +4,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::ggml::dtype::DtypeError;
+use crate::dtype::DtypeError;
 
 /// Result alias for GGUF operations.
 pub type Result<T, E = GgufError> = std::result::Result<T, E>;

@@ -11,7 +11,7 @@
 //! the OOM killer), not reported here. The LFM2-Audio engine's policy for that is in
 //! `lfm2_audio::limits` ("Out of memory").
 
-use crate::ggml::HostMemory;
+use crate::HostMemory;
 use std::io;
 use std::ptr::NonNull;
 

@@ -223,7 +223,8 @@ impl GgmlError {
         }
     }
 
-    pub(crate) fn arg(op: &'static str, detail: impl Into<String>) -> Self {
+    /// A [`GgmlError::InvalidArgument`] of `op` (also for the layers built on this one).
+    pub fn arg(op: &'static str, detail: impl Into<String>) -> Self {
         GgmlError::InvalidArgument {
             op,
             detail: detail.into(),

@@ -663,7 +663,7 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ggml::{Context, GgmlType};
+    use crate::{Context, GgmlType};
 
     fn scheduler() -> Scheduler {
         Scheduler::new(&Backend::cpu().unwrap(), 64, 1).unwrap()

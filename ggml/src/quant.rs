@@ -75,7 +75,7 @@ pub(crate) fn can_dequantize(ty: GgmlType) -> bool {
 
 /// The type the CPU backend converts the second operand of a `mul_mat` with a first operand of
 /// type `ty` to, if it has a dot-product kernel for `ty`.
-pub(crate) fn cpu_vec_dot_type(ty: GgmlType) -> Option<GgmlType> {
+pub fn cpu_vec_dot_type(ty: GgmlType) -> Option<GgmlType> {
     let t = cpu_traits(ty);
     t.vec_dot?;
     GgmlType::from_u32(t.vec_dot_type)

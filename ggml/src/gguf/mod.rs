@@ -24,7 +24,7 @@
 //! Shapes are in ggml order everywhere: `shape[0]` is the fastest-varying
 //! dimension (a row), exactly as GGUF stores them.
 //!
-//! [`GgmlType`]: crate::ggml::dtype::GgmlType
+//! [`GgmlType`]: crate::dtype::GgmlType
 
 /// The typed shortcuts over `get_as`, shared by [`GgufMetadata`] and [`GgufFile`] (which attaches
 /// its path to errors in its own `get_as`).

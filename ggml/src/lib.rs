@@ -1,8 +1,11 @@
 //! Safe layer over `ggml-sys`: types, GGUF files, contexts, tensors, graphs and backends.
 //!
-//! All `unsafe` code of the engine's ggml usage lives in this module tree. ggml reports most
-//! caller mistakes by aborting the process; the wrappers check those preconditions first and
-//! return [`GgmlError`] instead.
+//! The LFM2-Audio engine (`lfm2-audio-engine`, which re-exports this crate as
+//! `audio_engine::ggml`) and libllama's text models (`lfm2-llm`) are built on it. All `unsafe`
+//! code of the engine's ggml usage lives in this crate. ggml reports most caller mistakes by
+//! aborting the process; the wrappers check those preconditions first and return [`GgmlError`]
+//! instead.
+#![warn(missing_docs)]
 
 pub mod backend;
 pub mod buffer;

@@ -3,7 +3,7 @@
 //! why its own file: the reader makes these entries and the file hands them out, so the type
 //! sits below both (in `file.rs` it tied the reader and the file into a circle).
 
-use crate::ggml::dtype::GgmlType;
+use crate::dtype::GgmlType;
 
 /// Where a tensor's data lives and how to interpret it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,8 +10,8 @@ use super::metadata::GgufMetadata;
 use super::reader;
 use super::tensor_info::TensorInfo;
 use super::value::{FromGgufValue, GgufArray, GgufValue};
-use crate::ggml::dtype;
-use crate::ggml::mapped_file::MappedFile;
+use crate::dtype;
+use crate::mapped_file::MappedFile;
 
 enum Storage {
     /// Shared with weight stores that use tensors in place (see [`GgufFile::mapping`]).
@@ -123,7 +123,7 @@ impl GgufFile {
 
     /// The file's memory mapping (`None` for [`from_bytes`](Self::from_bytes)): tensor data
     /// slices ([`tensor_data`](Self::tensor_data)) lie inside it, and a
-    /// [`WeightStore`](crate::ggml::WeightStore) given it uses them in place.
+    /// [`WeightStore`](crate::WeightStore) given it uses them in place.
     pub fn mapping(&self) -> Option<&Arc<MappedFile>> {
         match &self.storage {
             Storage::Mapped(m) => Some(m),

@@ -11,7 +11,7 @@ use super::format::{GGUF_MAGIC, MAX_ARRAY_NESTING};
 use super::metadata::GgufMetadata;
 use super::tensor_info::TensorInfo;
 use super::value::{GgufArray, GgufValue, GgufValueType};
-use crate::ggml::dtype::{DtypeError, GgmlType};
+use crate::dtype::{DtypeError, GgmlType};
 
 /// Upper bound on capacity reserved from a stored count. Larger collections grow
 /// as elements are actually parsed, so memory stays proportional to real data.

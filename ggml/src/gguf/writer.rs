@@ -9,7 +9,7 @@ use super::error::{GgufErrorKind, Result};
 use super::format::{GGUF_MAGIC, GGUF_VERSION, KEY_ALIGNMENT};
 use super::metadata::GgufMetadata;
 use super::value::{GgufArray, GgufValue};
-use crate::ggml::dtype::GgmlType;
+use crate::dtype::GgmlType;
 
 /// ggml's `GGML_MAX_NAME` includes the terminating NUL.
 pub const MAX_TENSOR_NAME_LEN: usize = 63;
@@ -85,7 +85,7 @@ struct PendingTensor<'a> {
 /// insertion order, each padded to the alignment (as ggml and gguf-py lay them out).
 ///
 /// ```no_run
-/// # use audio_engine::ggml::{dtype::GgmlType, gguf::GgufWriter};
+/// # use lfm2_ggml::{dtype::GgmlType, gguf::GgufWriter};
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let weights = vec![0u8; 4 * 8];
 /// let mut w = GgufWriter::new();
@@ -186,7 +186,7 @@ impl<'a> GgufWriter<'a> {
         let n_bytes = shape
             .iter()
             .try_fold(1i64, |acc, &n| acc.checked_mul(i64::try_from(n).ok()?))
-            .ok_or(crate::ggml::dtype::DtypeError::SizeOverflow { ty: ggml_type })
+            .ok_or(crate::dtype::DtypeError::SizeOverflow { ty: ggml_type })
             .and_then(|_| ggml_type.tensor_size(shape))
             .map_err(|cause| GgufErrorKind::TensorDtype {
                 tensor: name.clone(),
