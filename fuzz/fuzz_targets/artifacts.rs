@@ -231,7 +231,7 @@ fuzz_target!(
                 .iter()
                 .map(|t| match &t.question {
                     Question::Audio(s) => t.question.layout(s.len() / 1280 + 1),
-                    Question::Text(_) => t.question.layout(0),
+                    Question::Text(_) | Question::Tool(_) => t.question.layout(0),
                 })
                 .collect();
             qs.push(QuestionLayout::Audio { rows: 1 });
